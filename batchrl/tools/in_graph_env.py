@@ -1,0 +1,123 @@
+"""The interface of a batch of environments that steps inside the TensorFlow graph."""
+
+from __future__ import annotations
+
+import abc
+
+import gymnasium as gym
+import tensorflow as tf
+
+
+def action_dtype(space: gym.Space) -> tf.DType:
+    """The in-graph dtype of actions: int32 for Discrete spaces, float32 for Box spaces."""
+    if isinstance(space, gym.spaces.Discrete):
+        return tf.int32
+    if isinstance(space, gym.spaces.Box):
+        return tf.float32
+    raise ValueError(
+        f"Unsupported action space {space!r}; valid choices are gymnasium.spaces.Box "
+        "and gymnasium.spaces.Discrete."
+    )
+
+
+class InGraphEnv(tf.Module, abc.ABC):
+    """A batch of B environments whose step and reset are TensorFlow operations.
+
+    The current batch lives in variables that algorithms and `simulate` read:
+
+        observ      [B, *observation_space.shape]  float32
+        action      [B, *action_space.shape]       float32 (Box) or int32 (Discrete)
+        reward      [B]                            float32
+        terminated  [B]                            bool, the episode reached a terminal state
+        truncated   [B]                            bool, the episode was cut (e.g. a time limit)
+        done        [B]                            bool, terminated or truncated, or never reset
+
+    `done` starts true, so the first `simulate` step resets every environment.
+    `observ` after `step` is the true next observation, also for the step that ends an
+    episode; environments are reset only when `reset` is called, which lets algorithms
+    bootstrap from the final observation of a truncated episode.
+
+    Subclasses implement `_step` and `_reset` with TensorFlow ops (or a callback, as
+    `InGraphBatchEnv` does); the base class keeps the variables up to date. Both run inside
+    `tf.function`; an environment written in pure TensorFlow ops also compiles with XLA.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        if not isinstance(observation_space, gym.spaces.Box):
+            raise ValueError(
+                f"Unsupported observation space {observation_space!r}; valid choices are "
+                "gymnasium.spaces.Box."
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._batch_size = int(batch_size)
+        observ_shape = (self._batch_size,) + tuple(observation_space.shape)
+        action_shape = (self._batch_size,) + tuple(action_space.shape)
+        self.observ = tf.Variable(tf.zeros(observ_shape, tf.float32), trainable=False)
+        self.action = tf.Variable(
+            tf.zeros(action_shape, action_dtype(action_space)), trainable=False
+        )
+        self.reward = tf.Variable(tf.zeros([self._batch_size], tf.float32), trainable=False)
+        self.terminated = tf.Variable(tf.zeros([self._batch_size], tf.bool), trainable=False)
+        self.truncated = tf.Variable(tf.zeros([self._batch_size], tf.bool), trainable=False)
+        self.done = tf.Variable(tf.ones([self._batch_size], tf.bool), trainable=False)
+
+    def __len__(self) -> int:
+        return self._batch_size
+
+    def step(self, action: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Steps all environments of the batch.
+
+        Args:
+          action: Tensor [B, *action_space.shape].
+
+        Returns:
+          observ [B, ...] float32, reward [B] float32, terminated [B] bool, truncated [B] bool.
+        """
+        action = tf.convert_to_tensor(action, self.action.dtype)
+        observ, reward, terminated, truncated = self._step(action)
+        self.action.assign(action)
+        self.observ.assign(observ)
+        self.reward.assign(reward)
+        self.terminated.assign(terminated)
+        self.truncated.assign(truncated)
+        self.done.assign(tf.logical_or(terminated, truncated))
+        return observ, reward, terminated, truncated
+
+    def reset(self, indices: tf.Tensor | None = None) -> tf.Tensor:
+        """Resets the environments at `indices` (all when None).
+
+        Args:
+          indices: int32 Tensor [K] of batch indices.
+
+        Returns:
+          observ [K, ...] float32, the first observations of the new episodes.
+        """
+        if indices is None:
+            indices = tf.range(self._batch_size)
+        indices = tf.convert_to_tensor(indices, tf.int32)
+        observ = self._reset(indices)
+        rows = indices[:, None]
+        self.observ.scatter_nd_update(rows, observ)
+        zeros = tf.zeros_like(indices, tf.float32)
+        falses = tf.zeros_like(indices, tf.bool)
+        self.reward.scatter_nd_update(rows, zeros)
+        self.terminated.scatter_nd_update(rows, falses)
+        self.truncated.scatter_nd_update(rows, falses)
+        self.done.scatter_nd_update(rows, falses)
+        return observ
+
+    @abc.abstractmethod
+    def _step(self, action: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Returns observ [B, ...] float32, reward [B] float32, terminated [B], truncated [B]."""
+
+    @abc.abstractmethod
+    def _reset(self, indices: tf.Tensor) -> tf.Tensor:
+        """Resets the environments at int32 `indices` [K]; returns observ [K, ...] float32."""
