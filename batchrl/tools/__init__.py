@@ -14,6 +14,12 @@ _EXPORTS = {
     "simulate": "batchrl.tools.simulate",
     "MockEnvironment": "batchrl.tools.mock_environment",
     "MockAlgorithm": "batchrl.tools.mock_algorithm",
+    "StreamingNormalizer": "batchrl.tools.normalizer",
+    "Config": "batchrl.tools.config",
+    "ConfigError": "batchrl.tools.config",
+    "load_config": "batchrl.tools.config",
+    "load_resolved_config": "batchrl.tools.config",
+    "save_config": "batchrl.tools.config",
 }
 
 __all__ = sorted(_EXPORTS)

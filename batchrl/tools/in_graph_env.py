@@ -31,6 +31,8 @@ class InGraphEnv(tf.Module, abc.ABC):
         terminated  [B]                            bool, the episode reached a terminal state
         truncated   [B]                            bool, the episode was cut (e.g. a time limit)
         done        [B]                            bool, terminated or truncated, or never reset
+        episode_return  [B]                        float32, sum of rewards since the last reset
+        episode_length  [B]                        int32, steps since the last reset
 
     `done` starts true, so the first `simulate` step resets every environment.
     `observ` after `step` is the true next observation, also for the step that ends an
@@ -68,6 +70,8 @@ class InGraphEnv(tf.Module, abc.ABC):
         self.terminated = tf.Variable(tf.zeros([self._batch_size], tf.bool), trainable=False)
         self.truncated = tf.Variable(tf.zeros([self._batch_size], tf.bool), trainable=False)
         self.done = tf.Variable(tf.ones([self._batch_size], tf.bool), trainable=False)
+        self.episode_return = tf.Variable(tf.zeros([self._batch_size]), trainable=False)
+        self.episode_length = tf.Variable(tf.zeros([self._batch_size], tf.int32), trainable=False)
 
     def __len__(self) -> int:
         return self._batch_size
@@ -89,6 +93,8 @@ class InGraphEnv(tf.Module, abc.ABC):
         self.terminated.assign(terminated)
         self.truncated.assign(truncated)
         self.done.assign(tf.logical_or(terminated, truncated))
+        self.episode_return.assign_add(reward)
+        self.episode_length.assign_add(tf.ones_like(self.episode_length))
         return observ, reward, terminated, truncated
 
     def reset(self, indices: tf.Tensor | None = None) -> tf.Tensor:
@@ -112,6 +118,8 @@ class InGraphEnv(tf.Module, abc.ABC):
         self.terminated.scatter_nd_update(rows, falses)
         self.truncated.scatter_nd_update(rows, falses)
         self.done.scatter_nd_update(rows, falses)
+        self.episode_return.scatter_nd_update(rows, zeros)
+        self.episode_length.scatter_nd_update(rows, tf.zeros_like(indices))
         return observ
 
     @abc.abstractmethod

@@ -1,0 +1,95 @@
+"""Puts a batch of Python environments into the TensorFlow graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.tools.in_graph_env import InGraphEnv
+
+
+class InGraphBatchEnv(InGraphEnv):
+    """A `BatchEnv` (or anything with its interface) stepped from inside the graph.
+
+    `step` and `reset` call the batch through `tf.numpy_function`, so they work inside
+    `tf.function` (not under XLA: use an environment written in TensorFlow ops for that).
+    Observations and rewards are cast to float32. A NaN or infinite observation or reward
+    raises an error that names the environment index. The infos of the latest step are
+    kept in `self.infos` for inspection from Python.
+    """
+
+    def __init__(self, batch_env, seed: int | None = None, name: str | None = None):
+        """Creates the variables for the batch.
+
+        Args:
+          batch_env: a `BatchEnv`, or an object with its `step`, `reset`, `len`,
+            `observation_space` and `action_space`.
+          seed: when given, environment i is reset once with seed `seed + i` here, which
+            seeds its random stream for all later episodes.
+          name: module name.
+        """
+        super().__init__(
+            len(batch_env), batch_env.observation_space, batch_env.action_space, name=name
+        )
+        self._batch_env = batch_env
+        self._observ_shape = tuple(batch_env.observation_space.shape)
+        self.infos = [{} for _ in range(len(batch_env))]
+        if seed is not None:
+            batch_env.reset(seed=seed)
+
+    @property
+    def batch_env(self):
+        """The wrapped Python batch environment."""
+        return self._batch_env
+
+    def close(self) -> None:
+        """Closes the wrapped batch environment."""
+        self._batch_env.close()
+
+    def _step(self, action):
+        observ, reward, terminated, truncated = tf.numpy_function(
+            self._step_numpy,
+            [action],
+            [tf.float32, tf.float32, tf.bool, tf.bool],
+            name="batch_env_step",
+        )
+        batch_size = len(self)
+        observ.set_shape((batch_size,) + self._observ_shape)
+        reward.set_shape([batch_size])
+        terminated.set_shape([batch_size])
+        truncated.set_shape([batch_size])
+        return observ, reward, terminated, truncated
+
+    def _reset(self, indices):
+        observ = tf.numpy_function(self._reset_numpy, [indices], tf.float32, name="batch_env_reset")
+        observ.set_shape((None,) + self._observ_shape)
+        return observ
+
+    def _step_numpy(self, action):
+        observ, reward, terminated, truncated, infos = self._batch_env.step(action)
+        self.infos = list(infos)
+        observ = np.asarray(observ, np.float32)
+        reward = np.asarray(reward, np.float32)
+        _check_finite("observation", observ, "step")
+        _check_finite("reward", reward, "step")
+        return observ, reward, np.asarray(terminated, bool), np.asarray(truncated, bool)
+
+    def _reset_numpy(self, indices):
+        if len(indices) == 0:
+            return np.zeros((0,) + self._observ_shape, np.float32)
+        observ = np.asarray(self._batch_env.reset(indices), np.float32)
+        _check_finite("observation", observ, "reset", indices)
+        return observ
+
+
+def _check_finite(what, values, call, indices=None):
+    """Raises ValueError naming the first environment whose values are NaN or infinite."""
+    finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if finite.all():
+        return
+    row = int(np.argmin(finite))
+    index = row if indices is None else int(indices[row])
+    raise ValueError(
+        f"Environment {index} returned a non-finite {what} from {call}(): {values[row]!r}. "
+        "Observations and rewards must be finite numbers."
+    )

@@ -1,0 +1,88 @@
+"""Fuses an in-graph batch environment and an algorithm into one graph call."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[str, tf.Tensor]:
+    """Runs `steps` batched environment steps driven by `algo`.
+
+    Each step resets the environments whose episode ended (all of them in the first step
+    when `reset` is true), calls `algo.begin_episodes` for them, `algo.perform` for all,
+    steps the environments, calls `algo.experience` with the transitions, and
+    `algo.end_episodes` for the environments whose episode ended in this step. Episodes
+    interrupted by `reset` are dropped from the statistics and get no `end_episodes` call.
+
+    Wrap the call in `tf.function` so that all `steps` run as one graph call
+    (a `tf.while_loop`); with an environment written in TensorFlow ops, also
+    `tf.function(jit_compile=True)`. With `log` true, the algorithm's `tf.summary` calls
+    are recorded and the statistics of finished episodes are written as the scalars
+    `simulate/mean_return`, `simulate/mean_length` and `simulate/episodes`, at the
+    default summary step (`tf.summary.experimental.set_step`).
+
+    Args:
+      batch_env: an `InGraphEnv`, e.g. `InGraphBatchEnv` or an environment in `batchrl.envs`.
+      algo: an `Algorithm`.
+      log: bool or bool tensor, whether to record summaries.
+      reset: bool or bool tensor, whether to start new episodes everywhere first.
+      steps: number of batched steps, a Python int or an int32 tensor.
+
+    Returns:
+      A dict of scalar tensors over the episodes that finished during the call:
+      `episodes` (int32 count), `mean_return` and `mean_length` (float32, NaN when no
+      episode finished), and `steps`, the environment steps taken (steps x batch size).
+    """
+    log = tf.convert_to_tensor(log, tf.bool)
+    reset = tf.convert_to_tensor(reset, tf.bool)
+    steps = tf.convert_to_tensor(steps, tf.int32)
+    all_indices = tf.range(len(batch_env))  # [B]
+
+    def body(step, sum_return, sum_length, episodes):
+        with tf.summary.record_if(log):
+            reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))
+            reset_indices = _where(reset_mask)  # [K]
+            batch_env.reset(reset_indices)
+            algo.begin_episodes(reset_indices)
+            observ = batch_env.observ.read_value()  # [B, ...]
+            action = algo.perform(all_indices, observ)  # [B, ...]
+            next_observ, reward, terminated, truncated = batch_env.step(action)
+            algo.experience(all_indices, observ, action, reward, terminated, truncated, next_observ)
+            done_indices = _where(tf.logical_or(terminated, truncated))  # [K]
+            algo.end_episodes(done_indices)
+        ended_return = tf.gather(batch_env.episode_return, done_indices)  # [K]
+        ended_length = tf.gather(batch_env.episode_length, done_indices)  # [K]
+        return (
+            step + 1,
+            sum_return + tf.reduce_sum(ended_return),
+            sum_length + tf.reduce_sum(ended_length),
+            episodes + tf.size(done_indices),
+        )
+
+    _, sum_return, sum_length, episodes = tf.while_loop(
+        lambda step, *_: step < steps,
+        body,
+        (tf.constant(0), tf.constant(0.0), tf.constant(0), tf.constant(0)),
+        parallel_iterations=1,
+    )
+    count = tf.cast(episodes, tf.float32)
+    nan = tf.constant(float("nan"))
+    mean_return = tf.where(episodes > 0, sum_return / tf.maximum(count, 1.0), nan)
+    mean_length = tf.where(
+        episodes > 0, tf.cast(sum_length, tf.float32) / tf.maximum(count, 1.0), nan
+    )
+    with tf.summary.record_if(tf.logical_and(log, episodes > 0)):
+        tf.summary.scalar("simulate/mean_return", mean_return)
+        tf.summary.scalar("simulate/mean_length", mean_length)
+        tf.summary.scalar("simulate/episodes", episodes)
+    return {
+        "episodes": episodes,
+        "mean_return": mean_return,
+        "mean_length": mean_length,
+        "steps": steps * len(batch_env),
+    }
+
+
+def _where(mask):
+    """The int32 indices [K] where the bool vector `mask` [B] is true."""
+    return tf.cast(tf.where(mask)[:, 0], tf.int32)

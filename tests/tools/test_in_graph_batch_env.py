@@ -1,0 +1,77 @@
+"""Tests of the bridge between Python environments and the graph."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.tools import BatchEnv, InGraphBatchEnv, MockEnvironment
+
+
+class NanEnv(MockEnvironment):
+    """Returns a NaN observation on its second step."""
+
+    def step(self, action):
+        observ, reward, terminated, truncated, info = super().step(action)
+        if self.steps[-1] == 2:
+            observ = observ * np.nan
+        return observ, reward, terminated, truncated, info
+
+
+def test_step_and_reset_inside_function():
+    envs = [gym.make("Pendulum-v1") for _ in range(3)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=5)
+    observ = tf.function(lambda: env.reset())()
+    assert observ.shape == (3, 3) and observ.dtype == tf.float32
+    action = tf.zeros([3, 1])
+    next_observ, reward, terminated, truncated = tf.function(env.step)(action)
+    np.testing.assert_array_equal(env.observ.numpy(), next_observ.numpy())
+    assert reward.dtype == tf.float32 and terminated.dtype == tf.bool
+    assert not env.done.numpy().any()
+    np.testing.assert_array_equal(env.episode_length.numpy(), [1, 1, 1])
+    # The same seed gives the same start states as Gymnasium seeded directly.
+    reference = gym.make("Pendulum-v1")
+    reference.reset(seed=6)
+    np.testing.assert_allclose(observ.numpy()[1], reference.reset()[0], rtol=1e-6)
+
+
+def test_reset_of_some_indices_leaves_others():
+    envs = [MockEnvironment(min_duration=9, max_duration=9) for _ in range(3)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True))
+    env.reset()
+    env.step(tf.zeros([3, 1]))
+    env.step(tf.zeros([3, 1]))
+    env.reset(tf.constant([1]))
+    np.testing.assert_array_equal(env.observ.numpy()[:, 0], [2, 0, 2])
+    np.testing.assert_array_equal(env.episode_length.numpy(), [2, 0, 2])
+    np.testing.assert_array_equal(env.episode_return.numpy(), [3, 0, 3])
+    assert env.reset(tf.zeros([0], tf.int32)).shape == (0, 2)
+
+
+def test_non_finite_observation_names_the_environment():
+    envs = [MockEnvironment(min_duration=9, max_duration=9), NanEnv(min_duration=9, max_duration=9)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True))
+    step = tf.function(env.step)
+    env.reset()
+    step(tf.zeros([2, 1]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Environment 1 returned a non-finite"):
+        step(tf.zeros([2, 1]))
+
+
+def test_discrete_actions_are_int32():
+    envs = [gym.make("CartPole-v1") for _ in range(2)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=0)
+    assert env.action.dtype == tf.int32
+    env.reset()
+    env.step(tf.constant([0, 1]))
+    np.testing.assert_array_equal(env.action.numpy(), [0, 1])
+
+
+def test_rejects_unsupported_observation_space():
+    class DiscreteObserv(MockEnvironment):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = gym.spaces.Discrete(4)
+
+    with pytest.raises(ValueError, match="Unsupported observation space Discrete"):
+        InGraphBatchEnv(BatchEnv([DiscreteObserv()], blocking=True))
