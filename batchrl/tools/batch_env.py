@@ -1,0 +1,186 @@
+"""Combines several environments into one that steps and resets them as a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from batchrl.tools.external_process import ExternalProcess
+
+
+class BatchEnv:
+    """A batch of N environments with the same observation and action spaces.
+
+    Environments can be Gymnasium environments or `ExternalProcess`es. With `blocking`
+    false, every `ExternalProcess` of the batch is sent its call before any answer is
+    awaited, so the workers step in parallel; other environments step in turn.
+
+        with BatchEnv([ExternalProcess(make_env) for _ in range(8)], blocking=False) as envs:
+            observ = envs.reset(seed=0)                        # [8, ...]
+            observ, reward, terminated, truncated, infos = envs.step(actions)
+            envs.reset(np.where(terminated | truncated)[0])    # [K, ...]
+
+    Environments are never reset automatically.
+    """
+
+    def __init__(self, envs: Sequence[Any], blocking: bool):
+        """Checks that the spaces of the environments match.
+
+        Args:
+          envs: the environments; at least one.
+          blocking: when false, step and reset `ExternalProcess`es in parallel.
+
+        Raises:
+          ValueError: no environment, or one whose spaces differ from those of the first.
+        """
+        if not envs:
+            raise ValueError("BatchEnv needs at least one environment.")
+        self._envs = list(envs)
+        self._blocking = blocking
+        self.observation_space = self._envs[0].observation_space
+        self.action_space = self._envs[0].action_space
+        for index, env in enumerate(self._envs[1:], 1):
+            for kind, space in [
+                ("observation", self.observation_space),
+                ("action", self.action_space),
+            ]:
+                other = getattr(env, f"{kind}_space")
+                if other != space:
+                    raise ValueError(
+                        f"Environment {index} has {kind} space {other!r}, but environment 0 "
+                        f"has {space!r}; all environments of a batch need the same spaces."
+                    )
+
+    def __len__(self) -> int:
+        return len(self._envs)
+
+    def __getitem__(self, index: int) -> Any:
+        return self._envs[index]
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+        """Steps every environment with its action.
+
+        Args:
+          actions: array [N, *action_space.shape].
+
+        Returns:
+          observ [N, ...], reward [N] float32, terminated [N] bool, truncated [N] bool, and
+          a list of N info dicts.
+
+        Raises:
+          ValueError: the shape of `actions` is wrong, or a Discrete action is not an
+            integer of the space.
+        """
+        actions = self._check_actions(actions)
+        transitions = self._call_all(
+            [(index, "step", (action,), {}) for index, action in enumerate(actions)]
+        )
+        observs, rewards, terminated, truncated, infos = zip(*transitions, strict=True)
+        return (
+            np.stack(observs),
+            np.asarray(rewards, np.float32),
+            np.asarray(terminated, bool),
+            np.asarray(truncated, bool),
+            list(infos),
+        )
+
+    def reset(self, indices: Sequence[int] | None = None, seed: int | None = None) -> np.ndarray:
+        """Resets the environments at `indices`, all of them when None.
+
+        Args:
+          indices: K distinct environment indices.
+          seed: when given, environment i is reset with seed `seed + i`.
+
+        Returns:
+          observ [K, ...], the first observations of the new episodes.
+        """
+        if indices is None:
+            indices = range(len(self._envs))
+        indices = [int(index) for index in np.asarray(indices).reshape(-1)]
+        for index in indices:
+            if not 0 <= index < len(self._envs):
+                raise IndexError(
+                    f"Cannot reset environment {index}: valid indices are 0 to "
+                    f"{len(self._envs) - 1}."
+                )
+        calls = []
+        for index in indices:
+            kwargs = {"seed": None if seed is None else seed + index}
+            calls.append((index, "reset", (), kwargs))
+        observs = [observ for observ, _ in self._call_all(calls)]
+        if not observs:
+            return np.zeros(
+                (0,) + tuple(self.observation_space.shape), self.observation_space.dtype
+            )
+        return np.stack(observs)
+
+    def close(self) -> None:
+        """Closes every environment; re-raises the first error after trying all."""
+        errors = []
+        for env in self._envs:
+            try:
+                env.close()
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> BatchEnv:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _call_all(self, calls: list[tuple[int, str, tuple, dict]]) -> list[Any]:
+        """Calls `method(*args, **kwargs)` on each `index`, in parallel unless blocking."""
+        results = []
+        for index, method, args, kwargs in calls:
+            env = self._envs[index]
+            if not self._blocking and isinstance(env, ExternalProcess):
+                results.append(env.call(method, *args, blocking=False, **kwargs))
+            else:
+                results.append(getattr(env, method)(*args, **kwargs))
+        if self._blocking:
+            return results
+        # Collect every answer before raising, so that no worker is left with one unread.
+        errors = []
+        for position, (index, *_) in enumerate(calls):
+            if isinstance(self._envs[index], ExternalProcess):
+                try:
+                    results[position] = results[position]()
+                except Exception as error:
+                    errors.append(error)
+        if errors:
+            raise errors[0]
+        return results
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        """Checks the shape of `actions` and, for Discrete spaces, their values."""
+        space = self.action_space
+        actions = np.asarray(actions)
+        expected = (len(self._envs),) + tuple(space.shape)
+        if actions.shape != expected:
+            raise ValueError(
+                f"Actions have shape {actions.shape}, but the batch of {len(self._envs)} "
+                f"environments with action space {space!r} needs shape {expected}."
+            )
+        if isinstance(space, gym.spaces.Box):
+            return actions.astype(space.dtype, copy=False)
+        if isinstance(space, gym.spaces.Discrete):
+            start, stop = int(space.start), int(space.start + space.n)
+            if not np.issubdtype(actions.dtype, np.integer):
+                raise ValueError(
+                    f"Actions for {space!r} must be integers in [{start}, {stop}), "
+                    f"got dtype {actions.dtype}: {actions!r}."
+                )
+            for index, action in enumerate(actions):
+                if not start <= action < stop:
+                    raise ValueError(
+                        f"Action {action} for environment {index} is outside {space!r}; "
+                        f"valid actions are integers in [{start}, {stop})."
+                    )
+            return actions.astype(space.dtype)
+        return actions

@@ -1,0 +1,139 @@
+"""Tests of BatchEnv: batched step and reset, validation, and parallel workers."""
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.external_process import ExternalProcess, RemoteEnvironmentError
+from tests.tools._envs import BoxEnv, CountEnv
+
+pytestmark = pytest.mark.usefixtures("no_new_children")
+
+
+def test_step_and_reset_return_batched_arrays():
+    envs = BatchEnv([CountEnv() for _ in range(3)], blocking=True)
+    observ = envs.reset(seed=10)  # Environment i is seeded with 10 + i.
+    np.testing.assert_array_equal(observ, [[0, 0, 10], [0, 0, 11], [0, 0, 12]])
+    observ, reward, terminated, truncated, infos = envs.step(np.array([0, 1, 2]))
+    np.testing.assert_array_equal(observ, [[1, 0, 10], [1, 1, 11], [1, 2, 12]])
+    assert reward.dtype == np.float32 and reward.tolist() == [0, 1, 2]
+    assert terminated.dtype == bool and terminated.tolist() == [False, False, True]
+    assert truncated.dtype == bool and truncated.tolist() == [False, False, False]
+    assert infos == [{"steps": 1}] * 3
+    assert len(envs) == 3 and isinstance(envs[1], CountEnv)
+
+
+def test_reset_of_some_environments_with_seeds():
+    envs = BatchEnv([CountEnv() for _ in range(3)], blocking=True)
+    envs.reset()
+    envs.step([1, 1, 1])
+    observ = envs.reset([2, 0], seed=5)
+    np.testing.assert_array_equal(observ, [[0, 0, 7], [0, 0, 5]])
+    observ = envs.step([0, 0, 0])[0]
+    np.testing.assert_array_equal(observ[:, 0], [1, 2, 1])  # Environment 1 went on.
+    assert envs.reset([]).shape == (0, 3)
+    with pytest.raises(IndexError, match="Cannot reset environment 3: valid indices are 0 to 2"):
+        envs.reset([0, 3])
+
+
+def test_termination_and_truncation_stay_distinct():
+    envs = BatchEnv([gym.wrappers.TimeLimit(CountEnv(), 2) for _ in range(2)], blocking=True)
+    envs.reset()
+    _, _, terminated, truncated, _ = envs.step([0, 2])  # Action 2 terminates.
+    assert terminated.tolist() == [False, True] and truncated.tolist() == [False, False]
+    _, _, terminated, truncated, _ = envs.step([0, 0])  # Environment 0 hits its limit.
+    assert terminated[0] == np.False_ and truncated[0] == np.True_
+
+
+def test_invalid_actions_raise_naming_the_value_and_the_valid_ones():
+    envs = BatchEnv([CountEnv() for _ in range(3)], blocking=True)
+    envs.reset()
+    with pytest.raises(ValueError, match=r"shape \(2,\).*needs shape \(3,\)"):
+        envs.step([0, 1])
+    with pytest.raises(ValueError, match=r"Action 3 for environment 1 .* integers in \[0, 3\)"):
+        envs.step([0, 3, 1])
+    with pytest.raises(ValueError, match=r"must be integers in \[0, 3\), got dtype float64"):
+        envs.step([0.0, 1.0, 1.0])
+    for env in envs:
+        env.action_space = gym.spaces.Discrete(3, start=1)
+    shifted = BatchEnv(list(envs), blocking=True)
+    with pytest.raises(ValueError, match=r"Action 0 for environment 0 .* integers in \[1, 4\)"):
+        shifted.step([0, 1, 3])
+    assert shifted.step([1, 2, 3])[0][:, 1].tolist() == [1, 2, 3]
+
+
+def test_box_actions_are_cast_to_the_space_dtype():
+    envs = BatchEnv([BoxEnv(), BoxEnv()], blocking=True)
+    envs.reset()
+    observ, *_, infos = envs.step(np.array([[0.5, -0.5], [0.25, 1.0]], np.float64))
+    assert [info["dtype"] for info in infos] == ["float32", "float32"]
+    np.testing.assert_array_equal(observ, [[0.5, -0.5], [0.25, 1.0]])
+    with pytest.raises(ValueError, match=r"shape \(2,\).*needs shape \(2, 2\)"):
+        envs.step([0.0, 0.0])
+
+
+def test_mismatched_spaces_raise_naming_the_index_and_both_spaces():
+    with pytest.raises(ValueError, match=r"Environment 1 has observation space Box.*environment 0"):
+        BatchEnv([CountEnv(), BoxEnv()], blocking=True)
+    other = CountEnv()
+    other.action_space = gym.spaces.Discrete(4)
+    with pytest.raises(
+        ValueError, match=r"Environment 2 has action space Discrete\(4\).*Discrete\(3\)"
+    ):
+        BatchEnv([CountEnv(), CountEnv(), other], blocking=True)
+
+
+def test_close_closes_every_environment_even_when_one_raises():
+    class FailingClose(CountEnv):
+        def close(self):
+            raise OSError("cannot close")
+
+    envs = [CountEnv(), FailingClose(), CountEnv()]
+    with pytest.raises(OSError, match="cannot close"):
+        with BatchEnv(envs, blocking=True):
+            pass
+    assert envs[0].closed and envs[2].closed
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_external_processes_match_environments_in_process(blocking):
+    local = BatchEnv([gym.make("Pendulum-v1") for _ in range(2)], blocking=True)
+    with BatchEnv(
+        [ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)], blocking
+    ) as remote:
+        np.testing.assert_array_equal(remote.reset(seed=4), local.reset(seed=4))
+        actions = np.array([[1.0], [-1.0]])
+        for remote_part, local_part in zip(remote.step(actions), local.step(actions), strict=True):
+            np.testing.assert_array_equal(remote_part, local_part)
+        pids = [env.pid for env in remote]
+    assert not any(psutil.pid_exists(pid) for pid in pids)
+    local.close()
+
+
+def test_non_blocking_error_leaves_other_workers_in_order():
+    envs = [ExternalProcess(CountEnv), ExternalProcess(lambda: CountEnv(fail_in="step"))]
+    with BatchEnv(envs, blocking=False) as batch:
+        batch.reset(seed=0)
+        with pytest.raises(RemoteEnvironmentError, match="CountEnv refuses to step"):
+            batch.step([1, 1])
+        observ = batch.reset([0])  # Would return the step of worker 0 if left unread.
+        np.testing.assert_array_equal(observ, [[0, 0, -1]])
+
+
+def test_non_blocking_steps_run_in_parallel():
+    # Each step sleeps 20 ms: in turn, 4 environments take 4 times as long as at once.
+    envs = [ExternalProcess(lambda: CountEnv(delay=0.02)) for _ in range(4)]
+    durations = {}
+    for blocking in [True, False]:
+        batch = BatchEnv(envs, blocking)
+        batch.reset()
+        start = time.perf_counter()
+        for _ in range(10):
+            batch.step([0, 0, 0, 0])
+        durations[blocking] = time.perf_counter() - start
+    BatchEnv(envs, blocking=True).close()
+    assert durations[True] / durations[False] > 2.5, durations
