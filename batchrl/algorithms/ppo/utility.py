@@ -1,0 +1,427 @@
+"""Pure math of PPO: advantages, returns, policy and value losses, the KL penalty."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+# Range that `update_penalty_coefficient` keeps the KL penalty coefficient in.
+MIN_PENALTY_COEFFICIENT = 1e-6
+MAX_PENALTY_COEFFICIENT = 1e6
+
+
+class KLPenaltyExtra(NamedTuple):
+    """Components of `kl_penalty_loss`, each a scalar; their sum is the loss."""
+
+    surrogate_loss: tf.Tensor  # -mean(ratio * advantage)
+    kl_penalty: tf.Tensor  # coefficient * mean(kl)
+    kl_cutoff: tf.Tensor  # cutoff_coef * mean(relu(kl - cutoff_factor * kl_target)^2)
+    mean_kl: tf.Tensor  # mean(kl)
+    cutoff_fraction: tf.Tensor  # fraction of steps with kl > cutoff_factor * kl_target
+
+
+class ClippedSurrogateExtra(NamedTuple):
+    """Diagnostics of `clipped_surrogate_loss`, each a scalar."""
+
+    clip_fraction: tf.Tensor  # fraction of steps with |ratio - 1| > clip_ratio
+    mean_ratio: tf.Tensor  # mean(ratio)
+
+
+def masked_mean(x: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+    """Mean of `x` over the entries where `mask` is set.
+
+        masked_mean(x, m) = sum_i m_i x_i / sum_i m_i
+
+    Padded entries are selected away rather than multiplied by zero, so a NaN or an
+    infinity in a padded step does not leak into the result. An all-zero mask gives 0.
+
+    Args:
+      x: Values of any shape, for example [T, B].
+      mask: Bool or {0, 1} values broadcastable to the shape of `x`; None means all
+        entries count.
+
+    Returns:
+      Scalar of the dtype of `x`.
+    """
+    x = tf.convert_to_tensor(x)
+    if mask is None:
+        return tf.reduce_mean(x)
+    mask = tf.broadcast_to(tf.cast(mask, tf.bool), tf.shape(x))
+    total = tf.reduce_sum(tf.where(mask, x, tf.zeros_like(x)))
+    count = tf.reduce_sum(tf.cast(mask, x.dtype))
+    return tf.math.divide_no_nan(total, count)
+
+
+def _reverse_discounted_cumsum(x: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
+    """y_t = x_t + factor_t * y_{t+1} with y_T = 0, along the leading time axis.
+
+    Args:
+      x: [T, B] values.
+      factor: [T, B] per-step discount applied to the next step's result.
+
+    Returns:
+      [T, B] accumulated values.
+    """
+    return tf.scan(
+        lambda carry, elem: elem[0] + elem[1] * carry,
+        (x, factor),
+        initializer=tf.zeros_like(x[0]),  # [B]
+        reverse=True,
+    )
+
+
+def gae(
+    reward: tf.Tensor,
+    value: tf.Tensor,
+    next_value: tf.Tensor,
+    terminated: tf.Tensor,
+    truncated: tf.Tensor,
+    discount: float | tf.Tensor,
+    lambda_: float | tf.Tensor,
+) -> tf.Tensor:
+    """Generalized advantage estimation over a time-major rollout.
+
+    From "High-Dimensional Continuous Control Using Generalized Advantage Estimation"
+    (Schulman et al., 2016, https://arxiv.org/abs/1506.02438):
+
+        delta_t = r_t + discount * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
+        A_t = delta_t + discount * lambda_ * (1 - done_t) * A_{t+1}
+        done_t = terminated_t or truncated_t,   A_{T-1} = delta_{T-1}
+
+    Gymnasium semantics: `next_value[t]` is the value of the observation that step t
+    returned. A terminated step has no value beyond it. A truncated step bootstraps from
+    the value of its final observation but does not carry the advantage of the next
+    episode back across the boundary. The last step of the rollout bootstraps from
+    `next_value[T-1]` whether or not an episode ended there.
+
+    The result is a learning target, so no gradient flows through it.
+
+    Args:
+      reward: [T, B] rewards r_t.
+      value: [T, B] values V(s_t) of the observations the actions were chosen for.
+      next_value: [T, B] values V(s_{t+1}) of the observations each step returned.
+      terminated: [T, B] bool, step t reached a terminal state.
+      truncated: [T, B] bool, the episode was cut short after step t.
+      discount: Scalar or [T, B] discount factor.
+      lambda_: Scalar or [T, B] GAE parameter; 0 gives one-step TD errors, 1 gives
+        Monte-Carlo returns minus the value.
+
+    Returns:
+      [T, B] advantages A_t.
+    """
+    reward = tf.convert_to_tensor(reward)
+    dtype = reward.dtype
+    value = tf.cast(value, dtype)  # [T, B]
+    next_value = tf.cast(next_value, dtype)  # [T, B]
+    terminated = tf.cast(terminated, tf.bool)  # [T, B]
+    done = tf.logical_or(terminated, tf.cast(truncated, tf.bool))  # [T, B]
+    discount = tf.cast(discount, dtype)
+    lambda_ = tf.cast(lambda_, dtype)
+    not_terminated = 1.0 - tf.cast(terminated, dtype)  # [T, B]
+    not_done = 1.0 - tf.cast(done, dtype)  # [T, B]
+    delta = reward + discount * not_terminated * next_value - value  # [T, B]
+    factor = tf.broadcast_to(discount * lambda_ * not_done, tf.shape(delta))  # [T, B]
+    advantage = _reverse_discounted_cumsum(delta, factor)  # [T, B]
+    return tf.stop_gradient(advantage)
+
+
+def lambda_returns(
+    reward: tf.Tensor,
+    value: tf.Tensor,
+    next_value: tf.Tensor,
+    terminated: tf.Tensor,
+    truncated: tf.Tensor,
+    discount: float | tf.Tensor,
+    lambda_: float | tf.Tensor,
+) -> tf.Tensor:
+    """TD(lambda) returns, the value targets that match `gae`.
+
+        G^lambda_t = A_t + V(s_t)
+
+    with A_t from `gae` (Schulman et al., 2016), which takes the same arguments.
+
+    Args:
+      reward: [T, B] rewards.
+      value: [T, B] values of the observations the actions were chosen for.
+      next_value: [T, B] values of the observations each step returned.
+      terminated: [T, B] bool.
+      truncated: [T, B] bool.
+      discount: Scalar or [T, B] discount factor.
+      lambda_: Scalar or [T, B] TD(lambda) parameter.
+
+    Returns:
+      [T, B] returns, without gradient.
+    """
+    advantage = gae(reward, value, next_value, terminated, truncated, discount, lambda_)
+    return advantage + tf.stop_gradient(tf.cast(value, advantage.dtype))  # [T, B]
+
+
+def discounted_return(
+    reward: tf.Tensor,
+    next_value: tf.Tensor,
+    terminated: tf.Tensor,
+    truncated: tf.Tensor,
+    discount: float | tf.Tensor,
+) -> tf.Tensor:
+    """Discounted Monte-Carlo returns, bootstrapped where an episode was cut off.
+
+        G_t = r_t + discount * (1 - terminated_t) * V(s_{t+1})   if done_t or t = T-1
+        G_t = r_t + discount * G_{t+1}                           otherwise
+
+    BatchPPO (Hafner et al., 2017, https://arxiv.org/abs/1709.02878) trains its value
+    function on these returns over whole episodes; here a truncated step and the
+    last step of the rollout bootstrap from `next_value`. With `next_value[t]` equal
+    to `value[t+1]` inside episodes this is `lambda_returns` with lambda_ = 1.
+
+    Args:
+      reward: [T, B] rewards.
+      next_value: [T, B] values of the observations each step returned; only read at
+        truncated steps and at the last step.
+      terminated: [T, B] bool.
+      truncated: [T, B] bool.
+      discount: Scalar or [T, B] discount factor.
+
+    Returns:
+      [T, B] returns, without gradient.
+    """
+    reward = tf.convert_to_tensor(reward)
+    dtype = reward.dtype
+    next_value = tf.cast(next_value, dtype)  # [T, B]
+    terminated = tf.cast(terminated, tf.bool)  # [T, B]
+    done = tf.logical_or(terminated, tf.cast(truncated, tf.bool))  # [T, B]
+    last = tf.range(tf.shape(reward)[0]) == tf.shape(reward)[0] - 1  # [T]
+    stop = tf.logical_or(done, last[:, None])  # [T, B]
+    discount = tf.cast(discount, dtype)
+    bootstrap = tf.where(stop & ~terminated, next_value, tf.zeros_like(next_value))  # [T, B]
+    x = reward + discount * bootstrap  # [T, B]
+    factor = tf.broadcast_to(discount * (1.0 - tf.cast(stop, dtype)), tf.shape(x))  # [T, B]
+    return tf.stop_gradient(_reverse_discounted_cumsum(x, factor))
+
+
+def update_penalty_coefficient(
+    coefficient: float | tf.Tensor,
+    kl: float | tf.Tensor,
+    kl_target: float | tf.Tensor,
+) -> tf.Tensor:
+    """Adapts the KL penalty coefficient after an update phase, as BatchPPO does.
+
+        coefficient * 1.5   if kl > 1.3 * kl_target
+        coefficient / 1.5   if kl < 0.7 * kl_target
+        coefficient         otherwise
+
+    From "Proximal Policy Optimization Algorithms" (Schulman et al., 2017,
+    https://arxiv.org/abs/1707.06347, section 4) with the constants of BatchPPO
+    (Hafner et al., 2017, `agents/algorithms/ppo/ppo.py`, `_adjust_penalty`). The
+    result is clipped to [MIN_PENALTY_COEFFICIENT, MAX_PENALTY_COEFFICIENT] = [1e-6, 1e6]
+    so that a long run of too small or too large KL changes cannot drive it to zero or
+    to infinity, from where it would take many phases to recover.
+
+    Args:
+      coefficient: Scalar current coefficient.
+      kl: Scalar mean KL(old || new) measured over the batch after the update phase.
+      kl_target: Scalar desired KL change per update phase.
+
+    Returns:
+      Scalar new coefficient, of the dtype of `coefficient`.
+    """
+    coefficient = tf.convert_to_tensor(coefficient)
+    dtype = coefficient.dtype
+    kl = tf.cast(kl, dtype)
+    kl_target = tf.cast(kl_target, dtype)
+    new = tf.where(
+        kl > 1.3 * kl_target,
+        coefficient * 1.5,
+        tf.where(kl < 0.7 * kl_target, coefficient / 1.5, coefficient),
+    )
+    return tf.clip_by_value(new, MIN_PENALTY_COEFFICIENT, MAX_PENALTY_COEFFICIENT)
+
+
+def kl_penalty_loss(
+    log_prob_new: tf.Tensor,
+    log_prob_old: tf.Tensor,
+    advantage: tf.Tensor,
+    kl: tf.Tensor,
+    coefficient: float | tf.Tensor,
+    kl_target: float | tf.Tensor,
+    cutoff_factor: float = 2.0,
+    cutoff_coef: float = 1000.0,
+    mask: tf.Tensor | None = None,
+) -> tuple[tf.Tensor, KLPenaltyExtra]:
+    """BatchPPO's policy loss: importance-sampled surrogate, KL penalty, KL cutoff.
+
+        ratio_t = exp(log pi(a_t | s_t) - log pi_old(a_t | s_t))
+        loss = -mean(ratio * A)
+               + coefficient * mean(KL)
+               + cutoff_coef * mean(relu(KL - cutoff_factor * kl_target)^2)
+
+    The first two terms are the adaptive KL penalty objective of "Proximal Policy
+    Optimization Algorithms" (Schulman et al., 2017, https://arxiv.org/abs/1707.06347,
+    section 4); the third is the steep penalty above twice the target that BatchPPO
+    adopts from Heess et al. (2017) ("TensorFlow Agents", Hafner et al., 2017,
+    https://arxiv.org/abs/1709.02878; `agents/algorithms/ppo/ppo.py`, `_policy_loss`).
+
+    The original applies the cutoff to each episode's time-averaged KL; here it
+    applies to whatever `kl` holds, so pass per-step KL [T, B] with `mask`, or
+    per-episode KL with a matching shape and no mask. No gradient flows into
+    `log_prob_old`, `advantage` or `coefficient`.
+
+    Args:
+      log_prob_new: [T, B] log-probabilities of the actions under the current policy.
+      log_prob_old: [T, B] log-probabilities under the policy that collected the data.
+      advantage: [T, B] advantages.
+      kl: [T, B] KL(pi_old || pi) at each step, differentiable in the current policy.
+      coefficient: Scalar KL penalty coefficient (see `update_penalty_coefficient`).
+      kl_target: Scalar desired KL change per update phase.
+      cutoff_factor: The cutoff penalty acts above `cutoff_factor * kl_target`.
+      cutoff_coef: Weight of the squared excess KL above the cutoff.
+      mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+
+    Returns:
+      A scalar loss to minimize and a `KLPenaltyExtra` of its components.
+    """
+    log_prob_new = tf.convert_to_tensor(log_prob_new)
+    dtype = log_prob_new.dtype
+    log_prob_old = tf.stop_gradient(tf.cast(log_prob_old, dtype))  # [T, B]
+    advantage = tf.stop_gradient(tf.cast(advantage, dtype))  # [T, B]
+    kl = tf.cast(kl, dtype)  # [T, B]
+    coefficient = tf.stop_gradient(tf.cast(coefficient, dtype))
+    threshold = tf.cast(cutoff_factor, dtype) * tf.cast(kl_target, dtype)
+    ratio = tf.exp(log_prob_new - log_prob_old)  # [T, B]
+    surrogate_loss = -masked_mean(ratio * advantage, mask)
+    mean_kl = masked_mean(kl, mask)
+    kl_penalty = coefficient * mean_kl
+    excess = tf.nn.relu(kl - threshold)  # [T, B]
+    kl_cutoff = tf.cast(cutoff_coef, dtype) * masked_mean(tf.square(excess), mask)
+    cutoff_fraction = masked_mean(tf.cast(kl > threshold, dtype), mask)
+    loss = surrogate_loss + kl_penalty + kl_cutoff
+    return loss, KLPenaltyExtra(
+        surrogate_loss=surrogate_loss,
+        kl_penalty=kl_penalty,
+        kl_cutoff=kl_cutoff,
+        mean_kl=mean_kl,
+        cutoff_fraction=cutoff_fraction,
+    )
+
+
+def clipped_surrogate_loss(
+    log_prob_new: tf.Tensor,
+    log_prob_old: tf.Tensor,
+    advantage: tf.Tensor,
+    clip_ratio: float | tf.Tensor,
+    mask: tf.Tensor | None = None,
+) -> tuple[tf.Tensor, ClippedSurrogateExtra]:
+    """PPO's clipped surrogate policy loss.
+
+        ratio_t = exp(log pi(a_t | s_t) - log pi_old(a_t | s_t))
+        loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
+
+    From "Proximal Policy Optimization Algorithms" (Schulman et al., 2017,
+    https://arxiv.org/abs/1707.06347, equation 7). The clip fraction is the share of
+    steps with |ratio - 1| > eps. No gradient flows into `log_prob_old` or `advantage`.
+
+    Args:
+      log_prob_new: [T, B] log-probabilities of the actions under the current policy.
+      log_prob_old: [T, B] log-probabilities under the policy that collected the data.
+      advantage: [T, B] advantages.
+      clip_ratio: Scalar eps.
+      mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+
+    Returns:
+      A scalar loss to minimize and a `ClippedSurrogateExtra`.
+    """
+    log_prob_new = tf.convert_to_tensor(log_prob_new)
+    dtype = log_prob_new.dtype
+    log_prob_old = tf.stop_gradient(tf.cast(log_prob_old, dtype))  # [T, B]
+    advantage = tf.stop_gradient(tf.cast(advantage, dtype))  # [T, B]
+    clip_ratio = tf.cast(clip_ratio, dtype)
+    ratio = tf.exp(log_prob_new - log_prob_old)  # [T, B]
+    clipped = tf.clip_by_value(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)  # [T, B]
+    objective = tf.minimum(ratio * advantage, clipped * advantage)  # [T, B]
+    loss = -masked_mean(objective, mask)
+    clip_fraction = masked_mean(tf.cast(tf.abs(ratio - 1.0) > clip_ratio, dtype), mask)
+    return loss, ClippedSurrogateExtra(
+        clip_fraction=clip_fraction, mean_ratio=masked_mean(ratio, mask)
+    )
+
+
+def value_loss(
+    value: tf.Tensor,
+    target: tf.Tensor,
+    old_value: tf.Tensor | None = None,
+    clip: float | tf.Tensor | None = None,
+    mask: tf.Tensor | None = None,
+) -> tf.Tensor:
+    """Squared error of the value function, optionally clipped around the old values.
+
+        loss = 0.5 * mean((V - target)^2)
+
+    With `clip`, as in OpenAI baselines' `ppo2` (Dhariwal et al., 2017):
+
+        V_clip = V_old + clip(V - V_old, -clip, clip)
+        loss = 0.5 * mean(max((V - target)^2, (V_clip - target)^2))
+
+    No gradient flows into `target` or `old_value`.
+
+    Args:
+      value: [T, B] predicted values.
+      target: [T, B] value targets, for example from `lambda_returns`.
+      old_value: [T, B] values predicted when the data was collected; needed with
+        `clip`.
+      clip: Optional scalar; None turns clipping off.
+      mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+
+    Returns:
+      Scalar loss.
+
+    Raises:
+      ValueError: If `clip` is given without `old_value`.
+    """
+    value = tf.convert_to_tensor(value)
+    target = tf.stop_gradient(tf.cast(target, value.dtype))  # [T, B]
+    error = tf.square(value - target)  # [T, B]
+    if clip is not None:
+        if old_value is None:
+            raise ValueError("value_loss: clip needs old_value.")
+        old_value = tf.stop_gradient(tf.cast(old_value, value.dtype))  # [T, B]
+        clip = tf.cast(clip, value.dtype)
+        clipped = old_value + tf.clip_by_value(value - old_value, -clip, clip)  # [T, B]
+        error = tf.maximum(error, tf.square(clipped - target))  # [T, B]
+    return 0.5 * masked_mean(error, mask)
+
+
+def explained_variance(
+    prediction: tf.Tensor,
+    target: tf.Tensor,
+    mask: tf.Tensor | None = None,
+) -> tf.Tensor:
+    """Fraction of the variance of `target` that `prediction` explains.
+
+        ev = 1 - Var[target - prediction] / Var[target]
+
+    1 is a perfect prediction, 0 is no better than predicting the mean, and negative
+    values are worse than that. When Var[target] is 0 the ratio is undefined; this
+    returns 0 rather than NaN (OpenAI baselines returns NaN), so that summaries and
+    numeric checks stay finite.
+
+    Args:
+      prediction: [T, B] predictions, for example values.
+      target: [T, B] targets, for example returns.
+      mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+
+    Returns:
+      Scalar explained variance.
+    """
+    prediction = tf.convert_to_tensor(prediction)
+    target = tf.cast(target, prediction.dtype)
+
+    def variance(x):
+        return masked_mean(tf.square(x - masked_mean(x, mask)), mask)
+
+    var_target = variance(target)
+    var_residual = variance(target - prediction)
+    return tf.where(
+        var_target > 0,
+        1.0 - tf.math.divide_no_nan(var_residual, var_target),
+        tf.zeros_like(var_target),
+    )
