@@ -1,0 +1,130 @@
+"""The state, time limit and seeded resets shared by the in-graph classic-control ports."""
+
+from __future__ import annotations
+
+import abc
+
+import gymnasium as gym
+import tensorflow as tf
+
+from batchrl.tools.in_graph_env import InGraphEnv
+
+
+class ClassicControlEnv(InGraphEnv):
+    """A batch of B environments whose dynamics is a function of a float32 state vector.
+
+    Subclasses port one Gymnasium classic-control environment by implementing
+    `_dynamics`, `_observ` and `_initial_state` in TensorFlow ops; this class keeps the
+    state, applies the time limit and draws reproducible initial states. Besides the
+    variables of `InGraphEnv` it holds:
+
+        state     [B, S] float32  laid out as Gymnasium's `env.unwrapped.state`
+        elapsed   [B] int32       steps since the last reset, as TimeLimit's `_elapsed_steps`
+        episodes  [B] int32       resets so far of each environment
+
+    Time limit: `truncated = elapsed >= max_episode_steps`, whatever `terminated` says, as
+    in Gymnasium's `TimeLimit`; both are true when an episode reaches a terminal state at
+    the last allowed step.
+
+    Initial states: environment i's k-th reset (k = episodes[i]) draws its noise with
+    `tf.random.stateless_uniform` from a seed folded from (seed, i, k), so it does not
+    depend on which other environments reset with it or on the batch size. TensorFlow's
+    XLA kernels implement the stateless generators differently from its eager and graph
+    kernels, so under `jit_compile=True` the draws are reproducible but not the same
+    numbers as eagerly; the dynamics agree in both.
+
+    State, observations and rewards are float32. The dynamics compute in float32 unless a
+    subclass says otherwise, where Gymnasium mostly uses float64; one step agrees with
+    Gymnasium to float32 rounding (rtol = atol = 1e-5 in the tests).
+    """
+
+    _noise_size: int  # How many U[0, 1) numbers `_initial_state` needs per environment.
+
+    def __init__(
+        self,
+        batch_size: int,
+        seed: int,
+        max_episode_steps: int,
+        state_size: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        name: str | None = None,
+    ):
+        super().__init__(batch_size, observation_space, action_space, name=name)
+        if not 0 <= int(seed) < 2**31:
+            raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
+        if int(max_episode_steps) <= 0:
+            raise ValueError(f"max_episode_steps must be positive, got {max_episode_steps}.")
+        self.seed = int(seed)
+        self.max_episode_steps = int(max_episode_steps)
+        self.state = tf.Variable(tf.zeros([batch_size, state_size], tf.float32), trainable=False)
+        self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+        self.episodes = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+
+    def set_state(self, state: tf.Tensor, indices: tf.Tensor | None = None) -> None:
+        """Overwrites the physical state of the environments at `indices` (all when None).
+
+        Like assigning `env.unwrapped.state` in Gymnasium, this leaves the elapsed steps,
+        the episode counters and the done flags alone, so a test can drive an episode
+        into its time limit from any state. `observ` is updated to the new state.
+
+        Args:
+          state: float32 Tensor [K, S], or [B, S] when `indices` is None.
+          indices: int32 Tensor [K] of batch indices.
+        """
+        state = tf.convert_to_tensor(state, tf.float32)
+        if indices is None:
+            self.state.assign(state)
+            self.observ.assign(self._observ(state))
+            return
+        rows = tf.convert_to_tensor(indices, tf.int32)[:, None]
+        self.state.scatter_nd_update(rows, state)
+        self.observ.scatter_nd_update(rows, self._observ(state))
+
+    def _step(self, action: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        state, reward, terminated = self._dynamics(self.state.read_value(), action)
+        self.state.assign(state)
+        elapsed = self.elapsed + 1  # [B]
+        self.elapsed.assign(elapsed)
+        truncated = elapsed >= self.max_episode_steps  # [B]
+        return self._observ(state), reward, terminated, truncated
+
+    def _reset(self, indices: tf.Tensor) -> tf.Tensor:
+        uniform = self._uniform(indices, self._noise_size)  # [K, N]
+        state = self._initial_state(uniform)  # [K, S]
+        rows = indices[:, None]
+        self.state.scatter_nd_update(rows, state)
+        self.elapsed.scatter_nd_update(rows, tf.zeros_like(indices))
+        self.episodes.scatter_nd_add(rows, tf.ones_like(indices))
+        return self._observ(state)
+
+    def _uniform(self, indices: tf.Tensor, size: int) -> tf.Tensor:
+        """Draws U[0, 1) noise [K, size] for the next episode of each environment in `indices`."""
+        if indices.shape[0] == 0:  # XLA cannot trace map_fn over a static empty batch.
+            return tf.zeros([0, size], tf.float32)
+        episodes = tf.gather(self.episodes, indices)  # [K]
+
+        def draw(index_and_episode):
+            seed = tf.stack([tf.constant(self.seed, tf.int32), index_and_episode[0]])
+            seed = tf.random.experimental.stateless_fold_in(seed, index_and_episode[1])
+            return tf.random.stateless_uniform([size], seed)
+
+        return tf.map_fn(
+            draw,
+            tf.stack([indices, episodes], 1),
+            fn_output_signature=tf.TensorSpec([size], tf.float32),
+        )
+
+    @abc.abstractmethod
+    def _initial_state(self, uniform: tf.Tensor) -> tf.Tensor:
+        """Maps U[0, 1) noise [K, N] to initial states [K, S]."""
+
+    @abc.abstractmethod
+    def _dynamics(
+        self, state: tf.Tensor, action: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Returns next state [B, S], reward [B] float32 and terminated [B] bool."""
+
+    @abc.abstractmethod
+    def _observ(self, state: tf.Tensor) -> tf.Tensor:
+        """Returns the observations [K, ...] float32 of states [K, S]."""
