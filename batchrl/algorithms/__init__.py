@@ -1,5 +1,6 @@
 """Batched algorithms and the interface they implement."""
 
 from batchrl.algorithms.base import Algorithm
+from batchrl.algorithms.ppo import PPO
 
-__all__ = ["Algorithm"]
+__all__ = ["PPO", "Algorithm"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchrl.tools import summary
+
 
 def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[str, tf.Tensor]:
     """Runs `steps` batched environment steps driven by `algo`.
@@ -72,9 +74,9 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
         episodes > 0, tf.cast(sum_length, tf.float32) / tf.maximum(count, 1.0), nan
     )
     with tf.summary.record_if(tf.logical_and(log, episodes > 0)):
-        tf.summary.scalar("simulate/mean_return", mean_return)
-        tf.summary.scalar("simulate/mean_length", mean_length)
-        tf.summary.scalar("simulate/episodes", episodes)
+        summary.scalar("simulate/mean_return", mean_return)
+        summary.scalar("simulate/mean_length", mean_length)
+        summary.scalar("simulate/episodes", episodes)
     return {
         "episodes": episodes,
         "mean_return": mean_return,

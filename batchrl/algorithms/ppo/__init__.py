@@ -1,0 +1,6 @@
+"""BatchPPO: proximal policy optimization in the graph."""
+
+from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo.ppo import PPO
+
+__all__ = ["PPO", "utility"]

@@ -1,0 +1,94 @@
+"""Evaluation episodes: the first whole episode of each environment, through simulate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.algorithms.base import Algorithm
+from batchrl.tools import summary
+from batchrl.tools.simulate import simulate
+
+
+class EpisodeRecorder(Algorithm):
+    """Forwards to `algo` and records the return and length of each agent's first episode.
+
+    `clear()` forgets the recorded episodes; `finished`, `returns` and `lengths` [B] are
+    variables that hold what was recorded since.
+    """
+
+    def __init__(self, algo: Algorithm, batch_size: int):
+        super().__init__(name="episode_recorder")
+        self._algo = algo
+        self.finished = tf.Variable(tf.zeros([batch_size], tf.bool), trainable=False)
+        self.returns = tf.Variable(tf.zeros([batch_size]), trainable=False)
+        self.lengths = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+        self._return = tf.Variable(tf.zeros([batch_size]), trainable=False)
+        self._length = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+
+    def clear(self) -> None:
+        self.finished.assign(tf.zeros_like(self.finished))
+
+    def begin_episodes(self, agent_indices):
+        rows = agent_indices[:, None]
+        self._return.scatter_nd_update(rows, tf.zeros_like(agent_indices, tf.float32))
+        self._length.scatter_nd_update(rows, tf.zeros_like(agent_indices))
+        self._algo.begin_episodes(agent_indices)
+
+    def perform(self, agent_indices, observ):
+        return self._algo.perform(agent_indices, observ)
+
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        rows = agent_indices[:, None]
+        self._return.scatter_nd_add(rows, reward)
+        self._length.scatter_nd_add(rows, tf.ones_like(agent_indices))
+        self._algo.experience(
+            agent_indices, observ, action, reward, terminated, truncated, next_observ
+        )
+
+    def end_episodes(self, agent_indices):
+        new = tf.boolean_mask(agent_indices, ~tf.gather(self.finished, agent_indices))  # [K']
+        rows = new[:, None]
+        self.returns.scatter_nd_update(rows, tf.gather(self._return, new))
+        self.lengths.scatter_nd_update(rows, tf.gather(self._length, new))
+        self.finished.scatter_nd_update(rows, tf.ones_like(new, tf.bool))
+        self._algo.end_episodes(agent_indices)
+
+
+class Evaluation:
+    """Runs at least `episodes` whole evaluation episodes and reports their mean.
+
+    Each round resets every environment and counts only its first episode, so that short
+    episodes are not over-represented.
+    """
+
+    def __init__(self, batch_env, algo: Algorithm, episodes: int, steps_per_call: int = 64):
+        self._recorder = EpisodeRecorder(algo, len(batch_env))
+        self._rounds = math.ceil(episodes / len(batch_env))
+        recorder = self._recorder
+        self._call = tf.function(
+            lambda reset: simulate(batch_env, recorder, reset=reset, steps=steps_per_call)
+        )
+
+    def run(self, writer=None, step=None) -> dict[str, float]:
+        """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries."""
+        returns, lengths = [], []
+        for _ in range(self._rounds):
+            self._recorder.clear()
+            self._call(tf.constant(True))
+            while not self._recorder.finished.numpy().all():
+                self._call(tf.constant(False))
+            returns.extend(self._recorder.returns.numpy())
+            lengths.extend(self._recorder.lengths.numpy())
+        result = {
+            "mean_return": float(np.mean(returns)),
+            "mean_length": float(np.mean(lengths)),
+            "episodes": len(returns),
+        }
+        if writer is not None:
+            with writer.as_default(step=step):
+                summary.scalar("eval/mean_return", result["mean_return"])
+                summary.scalar("eval/mean_length", result["mean_length"])
+        return result

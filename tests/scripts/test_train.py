@@ -1,0 +1,267 @@
+"""End-to-end tests of the train script: runs, resume, errors, interruption, export."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+import tensorflow as tf
+
+from batchrl.algorithms import PPO
+from batchrl.scripts import train as train_script
+from batchrl.tools import BatchEnv, InGraphBatchEnv, load_config, simulate
+from batchrl.tools.environments import make_env
+from batchrl.tools.evaluation import Evaluation
+
+PPO_TAGS = {
+    "ppo/policy_loss",
+    "ppo/value_loss",
+    "ppo/entropy",
+    "ppo/kl",
+    "ppo/penalty_coefficient",
+    "ppo/clip_fraction",
+    "ppo/explained_variance",
+    "ppo/learning_rate",
+    "ppo/grad_norm",
+    "simulate/mean_return",
+    "steps_per_second",
+}
+
+
+def event_tags(folder):
+    tags = set()
+    for path in folder.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def quiet(*_, **__):
+    pass
+
+
+@pytest.mark.parametrize(
+    "env_id, mode",
+    [
+        ("batchrl/Mock-v0", "steps"),
+        ("batchrl/Mock-v0", "episodes"),
+        ("Pendulum-v1", "steps"),
+        ("CartPole-v1", "episodes"),
+    ],
+)
+def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode):
+    overrides = [f"env.id={env_id}", f"algorithm.update_mode={mode}", "train.total_steps=448"]
+    if env_id.startswith("batchrl/Mock"):
+        overrides.append("env.eval_envs=1")
+    config = load_config("debug", overrides)
+    result = train_script.train(config, tmp_path, progress=quiet)
+    assert result["step"] == 448
+    assert np.isfinite(result["eval_return"])
+    assert (tmp_path / "config.yaml").exists()
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("-448")
+    assert PPO_TAGS <= event_tags(tmp_path / "train")
+    assert {"eval/mean_return", "eval/mean_length"} <= event_tags(tmp_path / "eval")
+    assert (tmp_path / "policy" / "saved_model.pb").exists()
+
+
+def test_both_objectives_update_the_kl_penalty_only_when_asked(tmp_path):
+    penalties = {}
+    for objective in ("clip", "kl_penalty"):
+        config = load_config("debug", [f"algorithm.objective={objective}"])
+        env = InGraphBatchEnv(BatchEnv([make_env("Pendulum-v1")], blocking=True), seed=0)
+        algo = PPO(env, config)
+        run_steps(env, algo, 64)
+        penalties[objective] = float(algo.penalty.numpy())
+    assert penalties["clip"] == 1.0
+    assert penalties["kl_penalty"] != 1.0  # 4 updates: it moved by a factor of 1.5 at least once.
+
+
+def run_steps(env, algo, steps):
+    return tf.function(lambda: simulate(env, algo, steps=steps))()
+
+
+def restored_state(logdir, config):
+    envs = [make_env(config.env.id) for _ in range(config.env.num_envs)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True))
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    algo = PPO(env, config, step)
+    checkpoint = tf.train.Checkpoint(step=step, algo=algo)
+    checkpoint.restore(tf.train.latest_checkpoint(str(logdir / "checkpoints"))).expect_partial()
+    return step, algo
+
+
+def test_resume_continues_exactly(tmp_path):
+    config = load_config("debug", ["train.total_steps=128"])
+    train_script.train(config, tmp_path, progress=quiet)
+    step, algo = restored_state(tmp_path, config)
+    # 128 steps = 64 per environment = 4 rollouts of 16, each 2 epochs x 2 minibatches.
+    assert int(step) == 128
+    assert int(algo.optimizer.iterations) == 16
+    assert float(algo.observ_normalizer.count) == 128
+    weights = [v.numpy() for v in algo.policy.variables]
+    # Resume with a longer budget: the counters continue from where they stopped.
+    config = load_config("debug", ["train.total_steps=256"])
+    train_script.train(config, tmp_path, progress=quiet)
+    step, algo = restored_state(tmp_path, config)
+    assert int(step) == 256
+    assert int(algo.optimizer.iterations) == 32
+    assert float(algo.observ_normalizer.count) == 256
+    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(weights, algo.policy.variables))
+
+
+def test_resume_with_a_different_model_config_is_refused(tmp_path):
+    train_script.train(load_config("debug"), tmp_path, progress=quiet)
+    config = load_config("debug", ["algorithm.learning_rate=0.1"])
+    with pytest.raises(ValueError, match="algorithm.learning_rate differ"):
+        train_script.train(config, tmp_path, progress=quiet)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config=nonexistent"], "available configs in .*: cartpole, debug"),
+        (["--config=debug", "--set", "algorithm.learnin_rate=1e-3"], "learnin_rate"),
+        (["--config=debug", "--set", "algorithm.epochs=many"], "algorithm.epochs"),
+        (["--config=debug", "--set", "algorithm.objective=trpo"], "clip.*kl_penalty"),
+        (["--config=debug", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["--config=debug", "--set", "train.steps_per_call=10"], "multiple of"),
+    ],
+)
+def test_bad_config_gives_a_clear_error(tmp_path, capsys, args, message):
+    code = train_script.main(args + [f"--logdir={tmp_path}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Config error" in err
+    assert re.search(message, err), err
+
+
+def run_script(tmp_path, code):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(code))
+    return subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+
+
+TRAIN_IN_PROCESSES = """
+    import os, sys
+    from batchrl.scripts import train
+    def progress(text, final=False):
+        print("PROGRESS", text, flush=True)
+        children = __import__("psutil").Process().children(recursive=True)
+        print("CHILDREN", " ".join(str(c.pid) for c in children), flush=True)
+    config = train.load_config("debug", ["env.id=batchrl/Mock-v0", "env.processes=true",
+        "env.eval_envs=1", "train.total_steps=1000000", "train.checkpoint_every=32",
+        "train.eval_every=0"])
+    try:
+        train.train(config, sys.argv[1] if len(sys.argv) > 1 else {logdir!r}, progress)
+    except KeyboardInterrupt:
+        print("INTERRUPTED", flush=True)
+        sys.exit(130)
+"""
+
+
+def wait_for_progress(process, count):
+    children = []
+    for line in process.stdout:
+        if line.startswith("CHILDREN"):
+            children = [int(pid) for pid in line.split()[1:]]
+        if line.startswith("PROGRESS") and "step" in line:
+            count -= 1
+            if count <= 0:
+                return children
+    raise AssertionError("training ended before it made progress")
+
+
+def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path):
+    logdir = tmp_path / "run"
+    process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir)))
+    children = wait_for_progress(process, 3)
+    assert len(children) == 3  # Two training workers and one evaluation worker.
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "INTERRUPTED" in output
+    assert "Interrupted: saved a checkpoint" in output
+    latest = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
+    assert latest is not None
+    deadline = time.time() + 10
+    while any(psutil.pid_exists(pid) for pid in children) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in children if psutil.pid_exists(pid)]
+
+
+def test_kill_9_never_leaves_an_unreadable_checkpoint(tmp_path):
+    logdir = tmp_path / "run"
+    for wait in (4, 9):
+        process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir)))
+        wait_for_progress(process, wait)
+        process.kill()
+        process.communicate(timeout=30)
+        latest = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
+        config = load_config("debug", ["env.id=batchrl/Mock-v0", "env.eval_envs=1"])
+        step, _ = restored_state(logdir, config)
+        assert int(step) > 0 and latest.endswith(f"-{int(step)}")
+
+
+LOAD_EXPORTED = """
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    policy = tf.saved_model.load(sys.argv[1])
+    observ = np.array(json.loads(sys.argv[2]), np.float32)
+    print(json.dumps(policy(observ).numpy().tolist()))
+    assert not any(name.startswith("batchrl") for name in sys.modules), "imported batchrl"
+"""
+
+
+def test_exported_policy_runs_without_batchrl(tmp_path):
+    config = load_config("debug")
+    train_script.train(config, tmp_path / "run", progress=quiet)
+    _, algo = restored_state(tmp_path / "run", config)
+    observ = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    expected = algo.act(observ).numpy()
+    script = tmp_path / "load.py"
+    script.write_text(textwrap.dedent(LOAD_EXPORTED))
+    # Run from an empty folder with a clean path, so that batchrl cannot be imported by accident.
+    output = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "run" / "policy"),
+            json.dumps(observ.tolist()),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=120,
+        check=True,
+    ).stdout
+    actions = np.array(json.loads(output.strip().splitlines()[-1]))
+    np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
+    assert np.all(np.abs(actions) <= 2.0)
+
+
+def test_cartpole_learns(tmp_path):
+    """PPO must reach a mean evaluation return of 150 on CartPole-v1 within 60k steps."""
+    config = load_config("cartpole", ["train.total_steps=61440", "train.eval_every=0"])
+    result = train_script.train(config, tmp_path, progress=quiet)
+    evaluation = Evaluation(
+        InGraphBatchEnv(BatchEnv([make_env("CartPole-v1") for _ in range(8)], True), seed=1),
+        restored_state(tmp_path, config)[1].evaluator(),
+        episodes=16,
+    ).run()
+    assert result["step"] == 61440
+    assert evaluation["mean_return"] >= 150, evaluation
