@@ -14,15 +14,18 @@ class Algorithm(tf.Module, abc.ABC):
     does the following, where `batch_env` is an in-graph batch of B environments:
 
         reset_indices = where(batch_env.done or reset)            # [K]
-        batch_env.reset(reset_indices)
-        algo.begin_episodes(reset_indices)
+        if reset_indices:
+            batch_env.reset(reset_indices)
+            algo.begin_episodes(reset_indices)
         agent_indices = range(B)                                  # [B]
         observ = batch_env.observ                                 # [B, ...]
         action = algo.perform(agent_indices, observ)              # [B, ...]
         next_observ, reward, terminated, truncated = batch_env.step(action)
         algo.experience(agent_indices, observ, action, reward,
                         terminated, truncated, next_observ)
-        algo.end_episodes(where(terminated or truncated))         # [K]
+        done_indices = where(terminated or truncated)             # [K]
+        if done_indices:
+            algo.end_episodes(done_indices)
 
     `terminated` marks a terminal state (no value beyond it); `truncated` marks an episode
     cut short, for example by a time limit, whose `next_observ` can still be bootstrapped.

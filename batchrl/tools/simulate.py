@@ -13,7 +13,8 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
     Each step resets the environments whose episode ended (all of them in the first step
     when `reset` is true), calls `algo.begin_episodes` for them, `algo.perform` for all,
     steps the environments, calls `algo.experience` with the transitions, and
-    `algo.end_episodes` for the environments whose episode ended in this step. Episodes
+    `algo.end_episodes` for the environments whose episode ended in this step.
+    `begin_episodes` and `end_episodes` are only called with at least one index. Episodes
     interrupted by `reset` are dropped from the statistics and get no `end_episodes` call.
 
     Wrap the call in `tf.function` so that all `steps` run as one graph call
@@ -44,14 +45,13 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
         with tf.summary.record_if(log):
             reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))
             reset_indices = _where(reset_mask)  # [K]
-            batch_env.reset(reset_indices)
-            algo.begin_episodes(reset_indices)
+            _if_any(reset_indices, lambda: _begin(batch_env, algo, reset_indices))
             observ = batch_env.observ.read_value()  # [B, ...]
             action = algo.perform(all_indices, observ)  # [B, ...]
             next_observ, reward, terminated, truncated = batch_env.step(action)
             algo.experience(all_indices, observ, action, reward, terminated, truncated, next_observ)
             done_indices = _where(tf.logical_or(terminated, truncated))  # [K]
-            algo.end_episodes(done_indices)
+            _if_any(done_indices, lambda: algo.end_episodes(done_indices))
         ended_return = tf.gather(batch_env.episode_return, done_indices)  # [K]
         ended_length = tf.gather(batch_env.episode_length, done_indices)  # [K]
         return (
@@ -83,6 +83,20 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
         "mean_length": mean_length,
         "steps": steps * len(batch_env),
     }
+
+
+def _begin(batch_env, algo, indices):
+    batch_env.reset(indices)
+    algo.begin_episodes(indices)
+
+
+def _if_any(indices, fn):
+    """Calls `fn` only when `indices` [K] is not empty; ignores what it returns."""
+
+    def call():
+        fn()
+
+    tf.cond(tf.size(indices) > 0, call, lambda: None)
 
 
 def _where(mask):

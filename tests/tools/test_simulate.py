@@ -29,9 +29,11 @@ def as_lists(arrays):
 #   env 1   1  2   3*  1   2  3*  1  2   3*
 #   env 2   1  2   3   4*  1  2   3  4*  1
 #
-# begin_episodes receives the environments that ended in the step before (all at t=1).
-BEGUN = [[0, 1, 2], [], [0], [1], [0, 2], [], [0, 1], [], [0, 2]]
-ENDED = [[], [0], [1], [0, 2], [], [0, 1], [], [0, 2], [1]]
+# begin_episodes receives the environments that ended in the step before (all at t=1),
+# at t = 1, 3, 4, 5, 7, 9; end_episodes those that end, at t = 2, 3, 4, 6, 8, 9. Neither
+# is called with an empty list.
+BEGUN = [[0, 1, 2], [0], [1], [0, 2], [0, 1], [0, 2]]
+ENDED = [[0], [1], [0, 2], [0, 1], [0, 2], [1]]
 # Rewards are 1, 2, ..., so an episode of length L returns L * (L + 1) / 2: 3, 6 and 10.
 ENDED_RETURNS = [3, 6, 3, 10, 3, 6, 3, 10, 6]
 ENDED_LENGTHS = [2, 3, 2, 4, 2, 3, 2, 4, 3]
@@ -50,8 +52,10 @@ def test_exact_timeline(in_function):
     assert int(result["steps"]) == 27
     assert float(result["mean_return"]) == pytest.approx(np.mean(ENDED_RETURNS))
     assert float(result["mean_length"]) == pytest.approx(np.mean(ENDED_LENGTHS))
-    for counter in ("begin_calls", "perform_calls", "experience_calls", "end_calls"):
-        assert int(getattr(algo, counter)) == 9
+    assert int(algo.begin_calls) == 6
+    assert int(algo.perform_calls) == 9
+    assert int(algo.experience_calls) == 9
+    assert int(algo.end_calls) == 6
     # experience sees the observation before and after each step: the step counts.
     _, observ, _, reward, terminated, truncated, next_observ = algo.records.experienced[1]
     np.testing.assert_array_equal(observ[:, 0], [1, 1, 1])
@@ -87,8 +91,8 @@ def test_reset_restarts_all_episodes_and_drops_them_from_statistics():
     assert np.isnan(float(first["mean_return"]))
     step(tf.constant(True))  # Both episodes are cut at 2 steps and restarted.
     assert [e.steps for e in envs] == [[2, 2], [2, 2]]
-    assert as_lists(algo.records.begun) == [[0, 1], [], [0, 1], []]
-    assert as_lists(algo.records.ended) == [[], [], [], []]
+    assert as_lists(algo.records.begun) == [[0, 1], [0, 1]]
+    assert as_lists(algo.records.ended) == []
 
 
 def test_truncation_is_never_reported_as_termination():
