@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -33,9 +35,17 @@ class InGraphBatchEnv(InGraphEnv):
         )
         self._batch_env = batch_env
         self._observ_shape = tuple(batch_env.observation_space.shape)
-        self.infos = [{} for _ in range(len(batch_env))]
+        self._observ_size = int(np.prod(self._observ_shape))
+        # A plain holder: assigning a list to a tf.Module attribute wraps it for
+        # checkpoint tracking, which costs more than a whole environment step.
+        self._latest = _Latest(infos=[{} for _ in range(len(batch_env))])
         if seed is not None:
             batch_env.reset(seed=seed)
+
+    @property
+    def infos(self) -> list[dict]:
+        """The info dicts of the latest step, one per environment."""
+        return self._latest.infos
 
     @property
     def batch_env(self):
@@ -47,17 +57,16 @@ class InGraphBatchEnv(InGraphEnv):
         self._batch_env.close()
 
     def _step(self, action):
-        observ, reward, terminated, truncated = tf.numpy_function(
-            self._step_numpy,
-            [action],
-            [tf.float32, tf.float32, tf.bool, tf.bool],
-            name="batch_env_step",
-        )
+        # One packed float32 output [B, observ size + 3] instead of four: every output of
+        # a numpy_function costs a conversion, and this call runs once per step.
+        packed = tf.numpy_function(self._step_numpy, [action], tf.float32, name="batch_env_step")
         batch_size = len(self)
-        observ.set_shape((batch_size,) + self._observ_shape)
-        reward.set_shape([batch_size])
-        terminated.set_shape([batch_size])
-        truncated.set_shape([batch_size])
+        size = int(np.prod(self._observ_shape))
+        packed.set_shape([batch_size, size + 3])
+        observ = tf.reshape(packed[:, :size], (batch_size,) + self._observ_shape)
+        reward = packed[:, size]
+        terminated = tf.cast(packed[:, size + 1], tf.bool)
+        truncated = tf.cast(packed[:, size + 2], tf.bool)
         return observ, reward, terminated, truncated
 
     def _reset(self, indices):
@@ -67,12 +76,16 @@ class InGraphBatchEnv(InGraphEnv):
 
     def _step_numpy(self, action):
         observ, reward, terminated, truncated, infos = self._batch_env.step(action)
-        self.infos = list(infos)
-        observ = np.asarray(observ, np.float32)
-        reward = np.asarray(reward, np.float32)
-        _check_finite("observation", observ, "step")
-        _check_finite("reward", reward, "step")
-        return observ, reward, np.asarray(terminated, bool), np.asarray(truncated, bool)
+        self._latest.infos = infos
+        packed = np.empty((len(reward), self._observ_size + 3), np.float32)
+        packed[:, : self._observ_size] = np.reshape(observ, (len(reward), -1))
+        packed[:, -3] = reward
+        packed[:, -2] = terminated
+        packed[:, -1] = truncated
+        if not np.isfinite(packed).all():
+            _check_finite("observation", packed[:, : self._observ_size], "step")
+            _check_finite("reward", packed[:, -3], "step")
+        return packed
 
     def _reset_numpy(self, indices):
         if len(indices) == 0:
@@ -93,3 +106,8 @@ def _check_finite(what, values, call, indices=None):
         f"Environment {index} returned a non-finite {what} from {call}(): {values[row]!r}. "
         "Observations and rewards must be finite numbers."
     )
+
+
+@dataclasses.dataclass
+class _Latest:
+    infos: list[dict]
