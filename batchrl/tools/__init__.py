@@ -9,6 +9,8 @@ import importlib
 _EXPORTS = {
     "ExternalProcess": "batchrl.tools.external_process",
     "BatchEnv": "batchrl.tools.batch_env",
+    "GroupedBatchEnv": "batchrl.tools.batch_env",
+    "make_group": "batchrl.tools.batch_env",
     "InGraphEnv": "batchrl.tools.in_graph_env",
     "InGraphBatchEnv": "batchrl.tools.in_graph_batch_env",
     "simulate": "batchrl.tools.simulate",

@@ -7,7 +7,7 @@ import functools
 
 import gymnasium as gym
 
-from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.config import ConfigError
 from batchrl.tools.external_process import ExternalProcess
 
@@ -42,8 +42,12 @@ def make_env(env_id: str, max_episode_steps: int = 0, render_mode: str | None = 
 def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> BatchEnv:
     """A batch of `num_envs` environments, in worker processes or in this one.
 
+    With processes, each worker steps `env_config.envs_per_process` environments in turn
+    (the last worker fewer when that does not divide `num_envs`).
+
     Args:
-      env_config: the `env` section of a config (`id`, `max_episode_steps`, `processes`).
+      env_config: the `env` section of a config (`id`, `max_episode_steps`, `processes`,
+        `envs_per_process`).
       num_envs: how many environments.
       processes: overrides `env_config.processes` when given.
 
@@ -53,16 +57,28 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
     check_env_id(env_config.id)
     if num_envs < 1:
         raise ConfigError(f"The number of environments must be at least 1, got {num_envs}.")
+    per_process = env_config.get("envs_per_process", 1)
+    if per_process < 1:
+        raise ConfigError(f"env.envs_per_process={per_process} must be at least 1.")
     processes = env_config.processes if processes is None else processes
     constructor = functools.partial(make_env, env_config.id, env_config.max_episode_steps)
     if not processes:
         return BatchEnv([constructor() for _ in range(num_envs)], blocking=True)
-    envs = []
+    sizes = [min(per_process, num_envs - start) for start in range(0, num_envs, per_process)]
+    workers = []
     try:
-        for index in range(num_envs):
-            envs.append(ExternalProcess(constructor, name=f"{index}:{env_config.id}"))
+        for index, size in enumerate(sizes):
+            if per_process == 1:
+                target, name = constructor, f"{index}:{env_config.id}"
+            else:
+                first = index * per_process
+                target = functools.partial(make_group, constructor, size)
+                name = f"{first}-{first + size - 1}:{env_config.id}"
+            workers.append(ExternalProcess(target, name=name))
     except BaseException:
-        for env in envs:
-            env.close()
+        for worker in workers:
+            worker.close()
         raise
-    return BatchEnv(envs, blocking=False)
+    if per_process == 1:
+        return BatchEnv(workers, blocking=False)
+    return GroupedBatchEnv(workers, sizes, blocking=False)

@@ -1,5 +1,6 @@
 """Tests of BatchEnv: batched step and reset, validation, and parallel workers."""
 
+import functools
 import time
 
 import gymnasium as gym
@@ -7,7 +8,7 @@ import numpy as np
 import psutil
 import pytest
 
-from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.external_process import ExternalProcess, RemoteEnvironmentError
 from tests.tools._envs import BoxEnv, CountEnv
 
@@ -137,3 +138,39 @@ def test_non_blocking_steps_run_in_parallel():
         durations[blocking] = time.perf_counter() - start
     BatchEnv(envs, blocking=True).close()
     assert durations[True] / durations[False] > 2.5, durations
+
+
+def test_groups_step_and_reset_like_one_batch():
+    def group(size):
+        return BatchEnv([CountEnv() for _ in range(size)], blocking=True)
+
+    envs = GroupedBatchEnv([group(2), group(1), group(2)], sizes=[2, 1, 2], blocking=True)
+    assert len(envs) == 5
+    observ = envs.reset(seed=10)  # Environment i is seeded with 10 + i, as in BatchEnv.
+    np.testing.assert_array_equal(observ[:, 2], [10, 11, 12, 13, 14])
+    observ, reward, terminated, truncated, infos = envs.step(np.array([0, 1, 2, 1, 0]))
+    np.testing.assert_array_equal(observ[:, 1], [0, 1, 2, 1, 0])
+    assert reward.tolist() == [0, 1, 2, 1, 0] and terminated.tolist() == [0, 0, 1, 0, 0]
+    assert truncated.tolist() == [False] * 5 and len(infos) == 5
+    observ = envs.reset([4, 0, 2], seed=20)  # Answers in the order asked, across groups.
+    np.testing.assert_array_equal(observ[:, 2], [24, 20, 22])
+    observ = envs.step(np.zeros(5, np.int64))[0]
+    np.testing.assert_array_equal(observ[:, 0], [1, 2, 1, 2, 1])
+    assert envs.reset([]).shape == (0, 3)
+    with pytest.raises(IndexError, match="valid indices are 0 to 4"):
+        envs.reset([5])
+    with pytest.raises(ValueError, match=r"needs shape \(5,\)"):
+        envs.step([0, 1])
+    with pytest.raises(ValueError, match=r"sizes=\[2\] must give a positive size for each"):
+        GroupedBatchEnv([group(2), group(2)], sizes=[2], blocking=True)
+
+
+def test_groups_in_worker_processes_match_environments_in_process():
+    workers = [ExternalProcess(functools.partial(make_group, CountEnv, 2)) for _ in range(2)]
+    local = BatchEnv([CountEnv() for _ in range(4)], blocking=True)
+    with GroupedBatchEnv(workers, sizes=[2, 2], blocking=False) as envs:
+        np.testing.assert_array_equal(envs.reset(seed=3), local.reset(seed=3))
+        for actions in ([0, 1, 1, 0], [1, 1, 0, 2]):
+            for got, expected in zip(envs.step(actions), local.step(actions), strict=True):
+                np.testing.assert_array_equal(got, expected)
+        assert envs[0].call("__len__") == 2  # Group 0 lives in its worker.
