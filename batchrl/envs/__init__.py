@@ -14,22 +14,30 @@ _REGISTRY = {
 }
 
 
-def make(name: str, batch_size: int, seed: int = 0) -> ClassicControlEnv:
+NAMES = tuple(sorted(_REGISTRY))
+
+
+def make(
+    name: str, batch_size: int, seed: int = 0, max_episode_steps: int = 0
+) -> ClassicControlEnv:
     """Builds a batch of `batch_size` in-graph environments by their Gymnasium id.
 
     Args:
       name: The Gymnasium id, e.g. 'Pendulum-v1'.
       batch_size: The number of environments B.
       seed: The seed of the initial-state streams, in [0, 2**31).
+      max_episode_steps: The time limit; 0 keeps Gymnasium's registered one.
 
     Returns:
-      The environment, with Gymnasium's default time limit.
+      The environment.
 
     Raises:
       ValueError: If `name` is not one of the ported environments.
     """
     if name not in _REGISTRY:
         raise ValueError(f"Unknown environment {name!r}; valid names are {sorted(_REGISTRY)}.")
+    if max_episode_steps:
+        return _REGISTRY[name](batch_size, seed=seed, max_episode_steps=max_episode_steps)
     return _REGISTRY[name](batch_size, seed=seed)
 
 
@@ -39,5 +47,6 @@ __all__ = [
     "ClassicControlEnv",
     "MountainCarContinuous",
     "Pendulum",
+    "NAMES",
     "make",
 ]

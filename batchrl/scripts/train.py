@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms import PPO
@@ -21,7 +20,7 @@ from batchrl.tools.config import (
     load_resolved_config,
     save_config,
 )
-from batchrl.tools.environments import make_batch_env
+from batchrl.tools.environments import check_tensorflow_env_id, make_in_graph_env
 from batchrl.tools.evaluation import Evaluation
 from batchrl.tools.export import export_policy
 from batchrl.tools.networks import ACTIVATIONS
@@ -35,6 +34,7 @@ CHOICES = {
     "algorithm.network": ppo_module.NETWORKS,
     "algorithm.learning_rate_schedule": ppo_module.SCHEDULES,
     "algorithm.activation": sorted(ACTIVATIONS),
+    "env.backend": ["gymnasium", "tensorflow"],
 }
 # Sections that shape the model; a resumed run must keep them as they were.
 FIXED_SECTIONS = ("env", "algorithm")
@@ -62,6 +62,13 @@ def check_config(config: Config) -> None:
     for key in ("total_steps", "steps_per_call", "checkpoint_every"):
         if train[key] <= 0:
             raise ConfigError(f"train.{key}={train[key]} must be positive.")
+    if config.env.backend == "tensorflow":
+        check_tensorflow_env_id(config.env.id)
+    elif train.jit_compile:
+        raise ConfigError(
+            "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
+            "Python callback that steps Gymnasium environments."
+        )
     if train.eval_episodes <= 0 or config.env.eval_envs <= 0 or config.env.num_envs <= 0:
         raise ConfigError(
             "env.num_envs, env.eval_envs and train.eval_episodes must be positive, got "
@@ -110,13 +117,15 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     config = resolve_run_config(config, logdir)
     progress = progress or _Progress()
     cfg = config.train
-    tf.random.set_seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    # Python's, NumPy's, TensorFlow's and Keras's seeds; the weight initializers use Keras's.
+    tf.keras.utils.set_random_seed(cfg.seed)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     batch_env = eval_env = None
     try:
-        batch_env = InGraphBatchEnv(make_batch_env(config.env, config.env.num_envs))
-        eval_env = InGraphBatchEnv(make_batch_env(config.env, config.env.eval_envs))
+        env = config.env
+        eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
+        batch_env = make_in_graph_env(env, env.num_envs, cfg.seed)
+        eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
         algo = make_algorithm(config, batch_env, step)
         checkpoint = tf.train.Checkpoint(step=step, algo=algo)
         manager = tf.train.CheckpointManager(checkpoint, logdir / "checkpoints", max_to_keep=3)
@@ -124,8 +133,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
             progress(f"Resumed from {manager.latest_checkpoint} at step {int(step)}.", final=True)
         # New seeds after a resume, so that environments do not replay the same episodes.
-        batch_env.batch_env.reset(seed=cfg.seed + int(step))
-        eval_env.batch_env.reset(seed=cfg.seed + int(step) + 10**6)
+        _reseed(batch_env, cfg.seed + int(step))
+        _reseed(eval_env, cfg.seed + int(step) + 10**6)
         return _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progress)
     finally:
         for env in (batch_env, eval_env):
@@ -133,25 +142,50 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
                 env.close()
 
 
+def _reseed(env, seed: int) -> None:
+    """Restarts the random streams of `env` from `seed` (before any graph is traced)."""
+    if isinstance(env, InGraphBatchEnv):
+        env.batch_env.reset(seed=seed)
+    else:
+        env.seed = seed % 2**31
+
+
 def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progress):
     cfg = config.train
     train_writer = tf.summary.create_file_writer(str(logdir / "train"))
     eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
     per_call = cfg.steps_per_call * len(batch_env)
-    train_call = tf.function(lambda: simulate(batch_env, algo, log=True, steps=cfg.steps_per_call))
+    if cfg.jit_compile:  # XLA compiles no summary ops: simulate's are written below.
+        train_call = tf.function(
+            lambda: simulate(batch_env, algo, steps=cfg.steps_per_call), jit_compile=True
+        )
+    else:
+        train_call = tf.function(
+            lambda: simulate(batch_env, algo, log=True, steps=cfg.steps_per_call)
+        )
     evaluation = Evaluation(eval_env, algo.evaluator(), cfg.eval_episodes)
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if cfg.eval_every else None
     next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
+    first_call = True
     try:
         while int(step) < cfg.total_steps:
             with train_writer.as_default(step=step):
                 stats = train_call()
+            if first_call:
+                first_call = False
+                progress(
+                    f"First training call, tracing included: {time.time() - start_time:.1f} s.",
+                    final=True,
+                )
             step.assign_add(per_call)
             if int(stats["episodes"]):
                 last["train_return"] = float(stats["mean_return"])
             with train_writer.as_default(step=step):
+                if cfg.jit_compile and int(stats["episodes"]):
+                    for name in ("mean_return", "mean_length", "episodes"):
+                        summary.scalar(f"simulate/{name}", stats[name])
                 rate = (int(step) - start_step) / max(time.time() - start_time, 1e-9)
                 summary.scalar("steps_per_second", rate)
             if next_eval is not None and int(step) >= next_eval:

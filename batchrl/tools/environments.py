@@ -82,3 +82,42 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
     if per_process == 1:
         return BatchEnv(workers, blocking=False)
     return GroupedBatchEnv(workers, sizes, blocking=False)
+
+
+def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None = None):
+    """An in-graph batch of `num_envs` environments for `simulate`.
+
+    Args:
+      env_config: the `env` section of a config.
+      num_envs: how many environments.
+      seed: environment i starts its random stream from `seed + i` (Gymnasium), or the
+        streams of the TensorFlow port are derived from `seed`.
+      backend: 'gymnasium' or 'tensorflow'; defaults to `env_config.backend`.
+
+    Returns:
+      An `InGraphEnv`; close it when done.
+    """
+    from batchrl import envs
+    from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+
+    backend = backend or env_config.backend
+    if backend == "tensorflow":
+        check_tensorflow_env_id(env_config.id)
+        return envs.make(
+            env_config.id,
+            num_envs,
+            seed=seed % 2**31,
+            max_episode_steps=env_config.max_episode_steps,
+        )
+    return InGraphBatchEnv(make_batch_env(env_config, num_envs), seed=seed)
+
+
+def check_tensorflow_env_id(env_id: str) -> None:
+    """Raises ConfigError when batchrl.envs has no TensorFlow port of `env_id`."""
+    from batchrl import envs
+
+    if env_id not in envs.NAMES:
+        raise ConfigError(
+            f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow'; valid "
+            f"ids are {list(envs.NAMES)}, or use env.backend='gymnasium'."
+        )

@@ -76,6 +76,9 @@ class InGraphEnv(tf.Module, abc.ABC):
     def __len__(self) -> int:
         return self._batch_size
 
+    def close(self) -> None:
+        """Releases what the environment holds outside the graph; nothing by default."""
+
     def step(self, action: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """Steps all environments of the batch.
 

@@ -43,22 +43,21 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
 
     def body(step, sum_return, sum_length, episodes):
         with tf.summary.record_if(log):
-            reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))
-            reset_indices = _where(reset_mask)  # [K]
-            _if_any(reset_indices, lambda: _begin(batch_env, algo, reset_indices))
+            reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))  # [B]
+            _if_any(reset_mask, lambda: _begin(batch_env, algo, _indices(reset_mask)))
             observ = batch_env.observ.read_value()  # [B, ...]
             action = algo.perform(all_indices, observ)  # [B, ...]
             next_observ, reward, terminated, truncated = batch_env.step(action)
             algo.experience(all_indices, observ, action, reward, terminated, truncated, next_observ)
-            done_indices = _where(tf.logical_or(terminated, truncated))  # [K]
-            _if_any(done_indices, lambda: algo.end_episodes(done_indices))
-        ended_return = tf.gather(batch_env.episode_return, done_indices)  # [K]
-        ended_length = tf.gather(batch_env.episode_length, done_indices)  # [K]
+            done_mask = tf.logical_or(terminated, truncated)  # [B]
+            _if_any(done_mask, lambda: algo.end_episodes(_indices(done_mask)))
+        ended_return = tf.where(done_mask, batch_env.episode_return, 0.0)  # [B]
+        ended_length = tf.where(done_mask, batch_env.episode_length, 0)  # [B]
         return (
             step + 1,
             sum_return + tf.reduce_sum(ended_return),
             sum_length + tf.reduce_sum(ended_length),
-            episodes + tf.size(done_indices),
+            episodes + tf.reduce_sum(tf.cast(done_mask, tf.int32)),
         )
 
     _, sum_return, sum_length, episodes = tf.while_loop(
@@ -90,15 +89,21 @@ def _begin(batch_env, algo, indices):
     algo.begin_episodes(indices)
 
 
-def _if_any(indices, fn):
-    """Calls `fn` only when `indices` [K] is not empty; ignores what it returns."""
+def _if_any(mask, fn):
+    """Calls `fn` only when the bool vector `mask` [B] has a true entry; ignores its result."""
 
     def call():
         fn()
 
-    tf.cond(tf.size(indices) > 0, call, lambda: None)
+    tf.cond(tf.reduce_any(mask), call, lambda: None)
 
 
-def _where(mask):
-    """The int32 indices [K] where the bool vector `mask` [B] is true."""
+def _indices(mask):
+    """The int32 indices [K] where the bool vector `mask` [B] is true; K > 0.
+
+    For a batch of one, the answer inside `_if_any` is always [0], and a static shape spares
+    XLA's dynamic padder, which fails on stacks of vectors whose dynamic length is at most 1.
+    """
+    if mask.shape[0] == 1:
+        return tf.zeros([1], tf.int32)
     return tf.cast(tf.where(mask)[:, 0], tf.int32)
