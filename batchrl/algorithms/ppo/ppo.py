@@ -249,16 +249,22 @@ class PPO(Algorithm):
             std = tf.sqrt(utility.masked_mean(tf.square(advantage - mean), mask))
             advantage = (advantage - mean) / (std + 1e-8)
         old_log_std = None if self.head.size == 0 else tf.identity(self._log_std())
-        valid = tf.where(mask)  # [M, 2]
         batch = {
-            "observ": tf.gather_nd(data["observ"], valid),
-            "sample": tf.gather_nd(data["sample"], valid),
-            "output": tf.gather_nd(data["output"], valid),
-            "advantage": tf.gather_nd(advantage, valid),
-            "target": tf.gather_nd(target, valid),
-            "old_value": tf.gather_nd(value, valid),
+            "observ": data["observ"],
+            "sample": data["sample"],
+            "output": data["output"],
+            "advantage": advantage,
+            "target": target,
+            "old_value": value,
         }
-        total = tf.shape(valid)[0]
+        if cfg.update_mode == "steps":
+            # Every step of a rollout is valid: static shapes, which XLA compiles well.
+            total = self._length * self._slots
+            batch = {key: tf.reshape(v, (total,) + v.shape[2:]) for key, v in batch.items()}
+        else:
+            valid = tf.where(mask)  # [M, 2]
+            batch = {key: tf.gather_nd(value, valid) for key, value in batch.items()}
+            total = tf.shape(valid)[0]
         size = tf.maximum(total // cfg.minibatches, 1)
         self._set_learning_rate()
         # Sums over all minibatches of the losses and diagnostics, reported as means.
