@@ -113,11 +113,13 @@ def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None 
 
 
 def check_tensorflow_env_id(env_id: str) -> None:
-    """Raises ConfigError when batchrl.envs has no TensorFlow port of `env_id`."""
+    """Raises ConfigError when `env_id` names no environment in TensorFlow ops."""
     from batchrl import envs
 
-    if env_id not in envs.NAMES:
+    try:
+        envs.resolve(env_id)
+    except ValueError as error:
         raise ConfigError(
-            f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow'; valid "
-            f"ids are {list(envs.NAMES)}, or use env.backend='gymnasium'."
-        )
+            f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow' ({error}); "
+            "use env.backend='gymnasium' for Gymnasium's environments."
+        ) from None
