@@ -17,6 +17,8 @@ _EXPORTS = {
     "MockEnvironment": "batchrl.tools.mock_environment",
     "MockAlgorithm": "batchrl.tools.mock_algorithm",
     "StreamingNormalizer": "batchrl.tools.normalizer",
+    "VideoWriter": "batchrl.tools.video",
+    "record_episode": "batchrl.tools.video",
     "Config": "batchrl.tools.config",
     "ConfigError": "batchrl.tools.config",
     "load_config": "batchrl.tools.config",

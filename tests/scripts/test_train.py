@@ -126,7 +126,7 @@ def test_resume_with_a_different_model_config_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--config=nonexistent"], "available configs in .*: cartpole, debug"),
+        (["--config=nonexistent"], "available configs in .*: .*cartpole, .*debug"),
         (["--config=debug", "--set", "algorithm.learnin_rate=1e-3"], "learnin_rate"),
         (["--config=debug", "--set", "algorithm.epochs=many"], "algorithm.epochs"),
         (["--config=debug", "--set", "algorithm.objective=trpo"], "clip.*kl_penalty"),
