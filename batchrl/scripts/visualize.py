@@ -106,18 +106,41 @@ def load_policy(
         raise ConfigError(
             f"{checkpoint} does not hold the {config.algorithm.name} of this run's config: {error}"
         ) from None
-    act = tf.function(
-        lambda observ: algo.act(observ[None], deterministic=True)[0],
-        input_signature=[tf.TensorSpec(observation_space.shape, tf.float32)],
-    )
+    observ_spec = tf.TensorSpec(observation_space.shape, tf.float32)
 
-    def policy(observ):
-        action = act(np.asarray(observ, np.float32)).numpy()
+    def convert(action):
         if isinstance(action_space, gym.spaces.Discrete):
             return int(action)
         return action.astype(action_space.dtype)
 
-    return policy, int(step)
+    if getattr(algo, "recurrent", False):
+        return _RecurrentPolicy(algo, observ_spec, convert), int(step)
+    act = tf.function(
+        lambda observ: algo.act(observ[None], deterministic=True)[0],
+        input_signature=[observ_spec],
+    )
+    return (lambda observ: convert(act(np.asarray(observ, np.float32)).numpy())), int(step)
+
+
+class _RecurrentPolicy:
+    """One observation at a time with a recurrent policy's state; `reset` starts an episode."""
+
+    def __init__(self, algo, observ_spec, convert):
+        state_spec = tf.TensorSpec([1, algo.policy.state_size], tf.float32)
+        self._act = tf.function(
+            lambda observ, state: algo.act_recurrent(observ[None], state, deterministic=True),
+            input_signature=[observ_spec, state_spec],
+        )
+        self._initial = algo.initial_state(1)
+        self._convert = convert
+        self.reset()
+
+    def reset(self):
+        self._state = self._initial
+
+    def __call__(self, observ):
+        action, self._state = self._act(np.asarray(observ, np.float32), self._state)
+        return self._convert(action[0].numpy())
 
 
 def visualize(

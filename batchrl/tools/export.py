@@ -22,12 +22,30 @@ class _Policy(tf.Module):
         return self._algo.act(observ, deterministic=True)
 
 
+class _RecurrentPolicy(tf.Module):
+    def __init__(self, algo, observation_space: gym.spaces.Box):
+        super().__init__(name="policy")
+        self._algo = algo
+        observ = tf.TensorSpec((None,) + tuple(observation_space.shape), tf.float32, "observ")
+        state = tf.TensorSpec((None, algo.policy.state_size), tf.float32, "state")
+        size = tf.TensorSpec((), tf.int32, "batch_size")
+        self.__call__ = tf.function(self._act, input_signature=[observ, state])
+        self.initial_state = tf.function(algo.initial_state, input_signature=[size])
+
+    def _act(self, observ, state):
+        action, state = self._algo.act_recurrent(observ, state, deterministic=True)
+        return {"action": action, "state": state}
+
+
 def export_policy(algo, observation_space: gym.spaces.Box, path: str | Path) -> Path:
     """Saves `algo.act(observ, deterministic=True)` as a SavedModel at `path`.
 
     The model maps float32 observations [N, ...] to environment actions [N, ...], with
-    observation normalization included. Load it with `tf.saved_model.load(path)` and call
-    it on a batch of observations. The folder is replaced atomically.
+    observation normalization included. For a recurrent policy (`algo.recurrent`) it maps
+    observations and states [N, S] to a dict of `action` and `state`, and
+    `initial_state(N)` gives the states at the start of episodes. Load it with
+    `tf.saved_model.load(path)` and call it on a batch of observations. The folder is
+    replaced atomically.
 
     Args:
       algo: an algorithm with an `act(observ, deterministic)` method, such as `PPO`.
@@ -41,7 +59,8 @@ def export_policy(algo, observation_space: gym.spaces.Box, path: str | Path) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     try:
-        tf.saved_model.save(_Policy(algo, observation_space), str(staging))
+        module = _RecurrentPolicy if getattr(algo, "recurrent", False) else _Policy
+        tf.saved_model.save(module(algo, observation_space), str(staging))
         if path.exists():
             old = path.with_name(path.name + ".old")
             shutil.rmtree(old, ignore_errors=True)

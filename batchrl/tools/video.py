@@ -158,7 +158,8 @@ def record_episode(
 
     Args:
       env: a Gymnasium environment made with render_mode='rgb_array'.
-      policy: maps one observation to one action.
+      policy: maps one observation to one action; its `reset()`, if it has one, is
+        called first (a recurrent policy clears its state there).
       writer: receives the frames.
       max_steps: ends the episode after this many steps; 0 waits for termination or the
         environment's time limit.
@@ -168,6 +169,8 @@ def record_episode(
       The undiscounted return and the length of the episode.
     """
     observ, _ = env.reset(seed=seed)
+    if hasattr(policy, "reset"):
+        policy.reset()
     writer.append(render(env))
     total, length, done = 0.0, 0, False
     while not done and not (max_steps and length >= max_steps):

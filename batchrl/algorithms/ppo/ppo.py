@@ -11,10 +11,11 @@ from batchrl.algorithms.ppo import utility
 from batchrl.tools import summary
 from batchrl.tools.networks import MLP, PolicyHead
 from batchrl.tools.normalizer import StreamingNormalizer
+from batchrl.tools.recurrent import RecurrentNetwork
 
 OBJECTIVES = ("clip", "kl_penalty")
 UPDATE_MODES = ("steps", "episodes")
-NETWORKS = ("feedforward",)
+NETWORKS = ("feedforward", "gru", "lstm")
 SCHEDULES = ("constant", "linear")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 
@@ -58,6 +59,12 @@ class PPO(Algorithm):
         _check_choice("algorithm.update_mode", cfg.update_mode, UPDATE_MODES)
         _check_choice("algorithm.network", cfg.network, NETWORKS)
         _check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        self.recurrent = cfg.network != "feedforward"
+        if self.recurrent and cfg.update_mode != "steps":
+            raise ValueError(
+                f"algorithm.network={cfg.network!r} needs algorithm.update_mode='steps'; "
+                "recurrent policies train on fixed-length rollouts."
+            )
         self._cfg = cfg
         self._total_steps = int(config.train.total_steps)
         self._step = step
@@ -74,10 +81,27 @@ class PPO(Algorithm):
             (), center=False, scale=True, clip=cfg.reward_clip, name="reward"
         )
         self.head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
-        self.policy = MLP(cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy")
-        self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
         dummy = tf.zeros((1,) + self._observ_shape)
-        self.policy(dummy)
+        if self.recurrent:
+            self.policy = RecurrentNetwork(
+                cfg.network,
+                cfg.recurrent_units,
+                cfg.policy_layers,
+                self.head.size,
+                cfg.activation,
+                0.01,
+                "policy",
+            )
+            self.policy(dummy, self.policy.initial_state(1))
+            # The state of each agent's policy, and the states at the start of the rollout
+            # and whether each step began an episode, to replay the rollout in the update.
+            self._state = _zeros([self._batch_size, self.policy.state_size])
+            self._rollout_state = _zeros([self._batch_size, self.policy.state_size])
+            self._first = _zeros([self._batch_size], tf.bool)
+        else:
+            self.policy = MLP(cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy")
+            self.policy(dummy)
+        self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
         self.value(dummy)
         self._trainable = (
             self.policy.trainable_variables
@@ -120,11 +144,16 @@ class PPO(Algorithm):
             "reward": _zeros(shape),
             "terminated": _zeros(shape, tf.bool),
             "truncated": _zeros(shape, tf.bool),
+            "first": _zeros(shape, tf.bool),
         }
 
     # Collect.
 
     def begin_episodes(self, agent_indices):
+        if self.recurrent:
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
+            self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
         if self._cfg.update_mode == "episodes":
             self._buffer_length.scatter_nd_update(
                 agent_indices[:, None], tf.zeros_like(agent_indices)
@@ -132,7 +161,18 @@ class PPO(Algorithm):
 
     def perform(self, agent_indices, observ):
         observ = self.observ_normalizer.normalize(observ)  # [K, O]
-        output = self.policy(observ)  # [K, size]
+        if self.recurrent:
+            state = tf.gather(self._state, agent_indices)  # [K, S]
+            rows = agent_indices[:, None]
+
+            def remember_start():
+                self._rollout_state.scatter_nd_update(rows, state)
+
+            tf.cond(self._rollout_step == 0, remember_start, lambda: None)
+            output, state = self.policy(observ, state)  # [K, size], [K, S]
+            self._state.scatter_nd_update(rows, state)
+        else:
+            output = self.policy(observ)  # [K, size]
         sample = self.head(output).sample(seed=self._seed())  # [K, ...]
         sample = tf.cast(sample, self._sample_dtype)
         rows = agent_indices[:, None]
@@ -155,7 +195,10 @@ class PPO(Algorithm):
             "reward": reward,
             "terminated": terminated,
             "truncated": truncated,
+            "first": tf.gather(self._first, agent_indices) if self.recurrent else done & False,
         }
+        if self.recurrent:
+            self._first.scatter_nd_update(agent_indices[:, None], tf.zeros_like(done))
         if self._cfg.update_mode == "steps":
             self._store_step(agent_indices, step)
         else:
@@ -256,37 +299,70 @@ class PPO(Algorithm):
             "advantage": advantage,
             "target": target,
             "old_value": value,
+            "first": data["first"],
         }
-        if cfg.update_mode == "steps":
+        if self.recurrent:
+            # Minibatches of whole rollouts (columns), replayed from their first state.
+            metrics = self._train_epochs(batch, old_log_std, columns, self._rollout_state)
+            kl = self._mean_kl(dict(batch, state=self._rollout_state[:columns]), old_log_std)
+        elif cfg.update_mode == "steps":
             # Every step of a rollout is valid: static shapes, which XLA compiles well.
             total = self._length * self._slots
             batch = {key: tf.reshape(v, (total,) + v.shape[2:]) for key, v in batch.items()}
+            metrics = self._train_epochs(batch, old_log_std, total)
+            kl = self._mean_kl(batch, old_log_std)
         else:
             valid = tf.where(mask)  # [M, 2]
             batch = {key: tf.gather_nd(value, valid) for key, value in batch.items()}
             total = tf.shape(valid)[0]
-        size = tf.maximum(total // cfg.minibatches, 1)
-        self._set_learning_rate()
-        # Sums over all minibatches of the losses and diagnostics, reported as means.
-        metrics = {name: tf.constant(0.0) for name in METRICS}
-        for _ in tf.range(cfg.epochs):
-            order = tf.argsort(self._rng.uniform([total]))
-            for index in tf.range(cfg.minibatches):
-                indices = order[index * size : (index + 1) * size]
-                minibatch = {key: tf.gather(value, indices) for key, value in batch.items()}
-                new = self._train_minibatch(minibatch, old_log_std)
-                metrics = {name: metrics[name] + new[name] for name in METRICS}
-        metrics = {name: value / (cfg.epochs * cfg.minibatches) for name, value in metrics.items()}
-        kl = self._mean_kl(batch, old_log_std)
+            metrics = self._train_epochs(batch, old_log_std, total)
+            kl = self._mean_kl(batch, old_log_std)
         if cfg.objective == "kl_penalty":
             self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
         explained = utility.explained_variance(value, target, mask)
         self._write_summaries(metrics, kl, explained, data["reward"], mask)
 
+    def _train_epochs(self, batch, old_log_std, total, states=None):
+        """Epochs of minibatch updates over `total` rows of `batch` (columns with `states`).
+
+        Returns the means over all minibatches of the losses and diagnostics.
+        """
+        cfg = self._cfg
+        size = tf.maximum(total // cfg.minibatches, 1)
+        axis = 0 if states is None else 1
+        self._set_learning_rate()
+        metrics = {name: tf.constant(0.0) for name in METRICS}
+        for _ in tf.range(cfg.epochs):
+            order = tf.argsort(self._rng.uniform([total]))
+            for index in tf.range(cfg.minibatches):
+                indices = order[index * size : (index + 1) * size]
+                minibatch = {key: tf.gather(v, indices, axis=axis) for key, v in batch.items()}
+                if states is not None:
+                    minibatch["state"] = tf.gather(states, indices)
+                new = self._train_minibatch(minibatch, old_log_std)
+                metrics = {name: metrics[name] + new[name] for name in METRICS}
+        return {name: value / (cfg.epochs * cfg.minibatches) for name, value in metrics.items()}
+
+    def _policy_output(self, batch):
+        """Policy outputs [M, size] for a batch, and the batch flattened to [M, ...].
+
+        A recurrent policy replays time-major rollouts [T, n, ...] from `batch['state']`.
+        """
+        if not self.recurrent:
+            return self.policy(batch["observ"]), batch
+        output = self.policy.unroll(batch["observ"], batch["first"], batch["state"])
+        flat = {
+            key: tf.reshape(value, [-1] + value.shape[2:].as_list())
+            for key, value in batch.items()
+            if key != "state"
+        }
+        return tf.reshape(output, [-1, self.head.size]), flat
+
     def _train_minibatch(self, batch, old_log_std):
         cfg = self._cfg
         with tf.GradientTape() as tape:
-            dist = self.head(self.policy(batch["observ"]))
+            output, batch = self._policy_output(batch)
+            dist = self.head(output)
             old_dist = self.head(batch["output"], old_log_std)
             log_prob = dist.log_prob(batch["sample"])  # [M]
             old_log_prob = old_dist.log_prob(batch["sample"])  # [M]
@@ -326,7 +402,8 @@ class PPO(Algorithm):
         }
 
     def _mean_kl(self, batch, old_log_std):
-        dist = self.head(self.policy(batch["observ"]))
+        output, batch = self._policy_output(batch)
+        dist = self.head(output)
         old_dist = self.head(batch["output"], old_log_std)
         return tf.reduce_mean(old_dist.kl_divergence(dist))
 
@@ -360,13 +437,34 @@ class PPO(Algorithm):
 
     # Evaluation and export.
 
-    def evaluator(self) -> Algorithm:
-        """An algorithm that acts with this policy's deterministic action and learns nothing."""
-        return _Evaluator(self)
+    def evaluator(self, batch_size: int | None = None) -> Algorithm:
+        """An algorithm that acts with this policy's deterministic action and learns nothing.
+
+        Args:
+          batch_size: the number of environments it will act in (for a recurrent policy's
+            states); defaults to the training batch size.
+        """
+        return _Evaluator(self, batch_size or self._batch_size)
 
     def act(self, observ, deterministic: bool = True):
-        """Environment actions [N, ...] for raw observations [N, ...]."""
-        output = self.policy(self.observ_normalizer.normalize(observ))
+        """Environment actions [N, ...] for raw observations [N, ...] (feed-forward only)."""
+        if self.recurrent:
+            raise ValueError(
+                f"A recurrent policy (algorithm.network={self._cfg.network!r}) needs its "
+                "state: use initial_state() and act_recurrent()."
+            )
+        return self._action(self.policy(self.observ_normalizer.normalize(observ)), deterministic)
+
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """The state [N, S] of a recurrent policy at the start of an episode."""
+        return self.policy.initial_state(batch_size)
+
+    def act_recurrent(self, observ, state, deterministic: bool = True):
+        """Actions [N, ...] and new states [N, S] for raw observations and states."""
+        output, state = self.policy(self.observ_normalizer.normalize(observ), state)
+        return self._action(output, deterministic), state
+
+    def _action(self, output, deterministic):
         dist = self.head(output)
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
@@ -375,15 +473,24 @@ class PPO(Algorithm):
 class _Evaluator(Algorithm):
     """Deterministic actions of a PPO policy; experience is ignored."""
 
-    def __init__(self, ppo: PPO):
+    def __init__(self, ppo: PPO, batch_size: int):
         super().__init__(name="evaluator")
         self._ppo = ppo
+        if ppo.recurrent:
+            self._state = _zeros([batch_size, ppo.policy.state_size])
 
     def begin_episodes(self, agent_indices):
-        pass
+        if self._ppo.recurrent:
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self._ppo.initial_state(tf.size(agent_indices)))
 
     def perform(self, agent_indices, observ):
-        return self._ppo.act(observ)
+        if not self._ppo.recurrent:
+            return self._ppo.act(observ)
+        state = tf.gather(self._state, agent_indices)
+        action, state = self._ppo.act_recurrent(observ, state)
+        self._state.scatter_nd_update(agent_indices[:, None], state)
+        return action
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         pass
