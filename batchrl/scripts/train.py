@@ -163,7 +163,7 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
         train_call = tf.function(
             lambda: simulate(batch_env, algo, log=True, steps=cfg.steps_per_call)
         )
-    evaluation = Evaluation(eval_env, algo.evaluator(), cfg.eval_episodes)
+    evaluation = Evaluation(eval_env, algo.evaluator(len(eval_env)), cfg.eval_episodes)
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if cfg.eval_every else None
@@ -171,8 +171,11 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
     first_call = True
     try:
         while int(step) < cfg.total_steps:
-            with train_writer.as_default(step=step):
+            if cfg.jit_compile:  # Without a default writer: no summary ops to compile.
                 stats = train_call()
+            else:
+                with train_writer.as_default(step=step):
+                    stats = train_call()
             if first_call:
                 first_call = False
                 progress(
@@ -206,7 +209,10 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
     export_policy(algo, batch_env.observation_space, logdir / "policy")
     train_writer.flush()
     eval_writer.flush()
-    progress(_status(int(step), cfg.total_steps, None, last), final=True)
+    elapsed = time.time() - start_time
+    rate = (int(step) - start_step) / max(elapsed, 1e-9)
+    status = _status(int(step), cfg.total_steps, None, last)
+    progress(f"{status} | {elapsed:.1f} s at {rate:,.0f} steps/s", final=True)
     return {"step": int(step), **last}
 
 
