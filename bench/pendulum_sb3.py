@@ -1,0 +1,361 @@
+"""Wall-clock to solve Pendulum-v1: batchrl's configs beside Stable-Baselines3's tuned PPO.
+
+    python bench/pendulum_sb3.py                    # seeds 0 1 2
+    python bench/pendulum_sb3.py --seeds 0 --sb3-steps 50000 --json pendulum_sb3.json
+
+For each seed, one after another in this process (so that a slow moment of this shared
+machine hits every method alike):
+
+- `SB3 PPO (zoo)`: Stable-Baselines3's PPO with rl-baselines3-zoo's tuned Pendulum-v1
+  hyperparameters (`SB3_PPO` below: 4 environments in a `DummyVecEnv`, gSDE), on the CPU,
+  for up to `--sb3-steps` environment steps (SB3 finishes the rollout that crosses it),
+  with torch's default number of threads unless `--torch-threads` is given.
+- `batchrl pendulum`: the `pendulum` config (Gymnasium's Pendulum-v1 in this process).
+- `batchrl pendulum_tf`: the `pendulum_tf` config (Pendulum in TensorFlow ops), both for
+  the config's own `train.total_steps` unless `--batchrl-steps` is given.
+
+Every `EVAL_EVERY` environment steps, right after an update, the deterministic policy
+plays `--eval-episodes` episodes of Gymnasium's Pendulum-v1, one in each of as many
+environments, and a run is solved when their mean return reaches `TARGET`. Evaluation
+k of seed s starts from the same initial states for every method. The training clock
+starts before the training environments and the model are built, includes batchrl's graph
+tracing, and stands still while evaluating; the run stops when it is solved. batchrl is
+driven as `batchrl.scripts.train` drives it, one `tf.function` call of `simulate` for
+`train.steps_per_call` batched steps after another, but neither side writes summaries or
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import stable_baselines3
+import tensorflow as tf
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from batchrl.scripts.train import CHOICES, check_config, make_algorithm
+from batchrl.tools import InGraphBatchEnv, simulate
+from batchrl.tools.config import load_config
+from batchrl.tools.environments import make_batch_env, make_in_graph_env
+from batchrl.tools.evaluation import Evaluation
+
+ENV_ID = "Pendulum-v1"
+TARGET = -200.0
+EVAL_EVERY = 4096
+SB3_METHOD = "SB3 PPO (zoo)"
+CONFIGS = ("pendulum", "pendulum_tf")
+# rl-baselines3-zoo, hyperparams/ppo.yml, Pendulum-v1 ("Tuned"); batch_size is PPO's
+# default of 64, which the zoo keeps. The zoo builds the environments with make_vec_env.
+SB3_ENVS = 4
+SB3_PPO = {
+    "n_steps": 1024,
+    "gae_lambda": 0.95,
+    "gamma": 0.9,
+    "n_epochs": 10,
+    "ent_coef": 0.0,
+    "learning_rate": 1e-3,
+    "clip_range": 0.2,
+    "use_sde": True,
+    "sde_sample_freq": 4,
+    "batch_size": 64,
+}
+
+
+class Stopwatch:
+    """Seconds that ran between `resume()` and `pause()` calls."""
+
+    def __init__(self):
+        self._total = 0.0
+        self._since = None
+
+    def resume(self) -> None:
+        self._since = time.perf_counter()
+
+    def pause(self) -> None:
+        self._total += time.perf_counter() - self._since
+        self._since = None
+
+    @property
+    def seconds(self) -> float:
+        running = time.perf_counter() - self._since if self._since is not None else 0.0
+        return self._total + running
+
+
+class Run:
+    """The evaluations of one training run and whether they reached `TARGET`.
+
+    `watch` is the training clock; `evaluate(steps, play)` stops it while `play(seed)`
+    returns the mean evaluation return from initial states drawn from `seed`.
+    """
+
+    def __init__(self, method: str, seed: int, budget: int, eval_episodes: int):
+        self.method, self.seed, self.budget = method, seed, budget
+        self.watch = Stopwatch()
+        self.evals = []  # [steps, training seconds, mean return]
+        self.first_call = None  # Seconds to the end of batchrl's first call, tracing included.
+        self._eval_seed = 10**6 * (seed + 1)
+        self._eval_episodes = eval_episodes
+        self._next = EVAL_EVERY
+        self._start = time.perf_counter()
+
+    @property
+    def solved(self) -> bool:
+        return bool(self.evals) and self.evals[-1][2] >= TARGET
+
+    def should_evaluate(self, steps: int) -> bool:
+        return steps >= self._next and not self.solved
+
+    def evaluate(self, steps: int, play) -> bool:
+        """Records `play`'s mean return at `steps`, off the clock; True once solved."""
+        self.watch.pause()
+        seed = self._eval_seed + len(self.evals) * self._eval_episodes
+        mean_return = float(play(seed))
+        self.evals.append([steps, self.watch.seconds, mean_return])
+        self._next = (steps // EVAL_EVERY + 1) * EVAL_EVERY
+        print(
+            f"{self.method} seed {self.seed}: step {steps:,}, eval {mean_return:.1f}, "
+            f"{self.watch.seconds:.1f} s",
+            file=sys.stderr,
+        )
+        if not self.solved:
+            self.watch.resume()
+        return self.solved
+
+    def finish(self, steps: int, play) -> dict:
+        """Evaluates the final policy if it was not yet; returns the results."""
+        if not self.solved and (not self.evals or self.evals[-1][0] != steps):
+            self.evaluate(steps, play)
+        if not self.solved:
+            self.watch.pause()
+        solved = self.evals[-1] if self.solved else None
+        if solved:  # SB3 takes one more batched step before `learn` returns.
+            steps = solved[0]
+        return {
+            "method": self.method,
+            "seed": self.seed,
+            "budget": self.budget,
+            "solved": self.solved,
+            "steps": solved[0] if solved else None,
+            "seconds": solved[1] if solved else None,
+            "best_return": max(mean_return for _, _, mean_return in self.evals),
+            "final_steps": steps,
+            "train_seconds": self.watch.seconds,
+            "wall_seconds": time.perf_counter() - self._start,
+            "first_call_seconds": self.first_call,
+            "evals": self.evals,
+        }
+
+
+class _Sb3Evaluations(BaseCallback):
+    """Evaluates at the start of each rollout once due, i.e. right after an update."""
+
+    def __init__(self, run: Run, play):
+        super().__init__()
+        self._run, self._play = run, play
+
+    def _on_rollout_start(self) -> None:
+        if self._run.should_evaluate(self.model.num_timesteps):
+            self._run.evaluate(self.model.num_timesteps, self._play)
+
+    def _on_step(self) -> bool:
+        return not self._run.solved  # False ends `learn`.
+
+
+def run_sb3(seed: int, args) -> dict:
+    """SB3's PPO until solved or `args.sb3_steps`; the timing and evaluation results."""
+    eval_env = make_vec_env(ENV_ID, n_envs=args.eval_episodes, vec_env_cls=DummyVecEnv)
+
+    def play(eval_seed):
+        eval_env.seed(eval_seed)
+        eval_env.reset()  # Seeds each stream; evaluate_policy's reset draws the states.
+        returns, _ = evaluate_policy(
+            model, eval_env, args.eval_episodes, deterministic=True, return_episode_rewards=True
+        )
+        return np.mean(returns)
+
+    run = Run(SB3_METHOD, seed, args.sb3_steps, args.eval_episodes)
+    env = None
+    try:
+        run.watch.resume()
+        env = make_vec_env(ENV_ID, n_envs=SB3_ENVS, seed=seed, vec_env_cls=DummyVecEnv)
+        model = stable_baselines3.PPO("MlpPolicy", env, seed=seed, device="cpu", **SB3_PPO)
+        model.learn(args.sb3_steps, callback=_Sb3Evaluations(run, play))
+        return run.finish(model.num_timesteps, play)
+    finally:
+        for each in (env, eval_env):
+            if each is not None:
+                each.close()
+
+
+def run_batchrl(name: str, seed: int, args) -> dict:
+    """batchrl's config `name` until solved or its budget; the timing and eval results."""
+    overrides = [f"train.seed={seed}"]
+    if args.batchrl_steps:
+        overrides.append(f"train.total_steps={args.batchrl_steps}")
+    config = load_config(name, overrides, choices=CHOICES)
+    check_config(config)
+    cfg = config.train
+    # As train(): Python's, NumPy's, TensorFlow's and Keras's seeds.
+    tf.keras.utils.set_random_seed(seed)
+    if config.env.id != ENV_ID:
+        raise ValueError(f"Config {name!r} trains on {config.env.id}, not {ENV_ID}.")
+    # Gymnasium's environment in this process, whatever the config's backend.
+    eval_env = InGraphBatchEnv(make_batch_env(config.env, args.eval_episodes, processes=False))
+    run = Run(f"batchrl {name}", seed, cfg.total_steps, args.eval_episodes)
+    batch_env = None
+    try:
+        run.watch.resume()
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        batch_env = make_in_graph_env(config.env, config.env.num_envs, seed)
+        algo = make_algorithm(config, batch_env, step)
+        train_call = tf.function(
+            lambda: simulate(batch_env, algo, steps=cfg.steps_per_call),
+            jit_compile=cfg.jit_compile,
+        )
+        run.watch.pause()
+        evaluation = Evaluation(eval_env, algo.evaluator(len(eval_env)), args.eval_episodes)
+
+        def play(eval_seed):
+            eval_env.batch_env.reset(seed=eval_seed)  # Evaluation's own reset draws the states.
+            return evaluation.run()["mean_return"]
+
+        run.watch.resume()
+        per_call = cfg.steps_per_call * len(batch_env)
+        while int(step) < cfg.total_steps:
+            int(train_call()["steps"])  # Reads a result: the call has finished.
+            step.assign_add(per_call)
+            if run.first_call is None:
+                run.first_call = run.watch.seconds
+            if run.should_evaluate(int(step)) and run.evaluate(int(step), play):
+                break
+        return run.finish(int(step), play)
+    finally:
+        for env in (batch_env, eval_env):
+            if env is not None:
+                env.close()
+
+
+def versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "stable-baselines3": stable_baselines3.__version__,
+        "tensorflow": tf.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+        "torch threads": str(torch.get_num_threads()),
+        "cpus": str(os.cpu_count()),
+    }
+
+
+def markdown(results: list[dict], info: dict[str, str], args) -> str:
+    sb3 = {r["seed"]: r for r in results if r["method"] == SB3_METHOD}
+    methods = list(dict.fromkeys(r["method"] for r in results))
+    lines = [
+        f"Pendulum-v1, target {TARGET:.0f}: mean return of the deterministic policy over "
+        f"{args.eval_episodes} Gymnasium episodes, evaluated every {EVAL_EVERY:,} steps; "
+        "seconds of training, evaluation excluded, tracing included.",
+        "",
+        "| method | seed | steps to target | seconds to target | SB3 s ÷ this s "
+        "| best eval | steps run | first call (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if r["solved"]:
+            steps, seconds = f"{r['steps']:,}", f"{r['seconds']:.1f}"
+        else:
+            steps, seconds = f"not reached in {r['budget']:,}", "—"
+        ratio = "" if r["method"] == SB3_METHOD else _ratio(sb3.get(r["seed"]), r)
+        first = "" if r["first_call_seconds"] is None else f"{r['first_call_seconds']:.1f}"
+        lines.append(
+            f"| {r['method']} | {r['seed']} | {steps} | {seconds} | {ratio} "
+            f"| {r['best_return']:.1f} | {r['final_steps']:,} | {first} |"
+        )
+    lines += [
+        "",
+        "| method | solved | median steps | median seconds | SB3 median s ÷ this |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    sb3_median = _median([r for r in results if r["method"] == SB3_METHOD], "seconds")
+    for method in methods:
+        runs = [r for r in results if r["method"] == method]
+        steps, seconds = _median(runs, "steps"), _median(runs, "seconds")
+        ratio = ""
+        if method != SB3_METHOD and math.isfinite(sb3_median) and math.isfinite(seconds):
+            ratio = f"{sb3_median / seconds:.2f}"
+        lines.append(
+            f"| {method} | {sum(r['solved'] for r in runs)}/{len(runs)} | {_cell(steps, ',.0f')} "
+            f"| {_cell(seconds, '.1f')} | {ratio} |"
+        )
+    lines += ["", "Versions: " + ", ".join(f"{key} {value}" for key, value in info.items()) + "."]
+    return "\n".join(lines)
+
+
+def _median(runs: list[dict], key: str) -> float:
+    """The median over seeds, counting a run that did not reach the target as infinite."""
+    return statistics.median(r[key] if r["solved"] else math.inf for r in runs)
+
+
+def _cell(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else "not reached"
+
+
+def _ratio(sb3: dict | None, run: dict) -> str:
+    """SB3's seconds over `run`'s; a lower bound (>) when SB3 did not reach the target."""
+    if sb3 is None or not run["solved"]:
+        return "—"
+    if sb3["solved"]:
+        return f"{sb3['seconds'] / run['seconds']:.2f}"
+    return f"> {sb3['train_seconds'] / run['seconds']:.2f}"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--sb3-steps", type=int, default=100_000)
+    parser.add_argument(
+        "--batchrl-steps", type=int, default=0, help="default: each config's train.total_steps"
+    )
+    parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="torch.set_num_threads; default: torch's"
+    )
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+
+    info = versions()
+    print(f"Versions: {info}; load average {os.getloadavg()}", file=sys.stderr)
+    results = []
+    for seed in args.seeds:
+        results.append(run_sb3(seed, args))
+        for name in args.configs:
+            results.append(run_batchrl(name, seed, args))
+    print(markdown(results, info, args))
+    print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(
+                {"versions": info, "args": vars(args), "sb3_ppo": SB3_PPO, "results": results},
+                file,
+                indent=2,
+            )
+
+
+if __name__ == "__main__":
+    main()
