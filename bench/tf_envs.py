@@ -27,7 +27,11 @@ import sys
 
 import gymnasium as gym
 import tensorflow as tf
-from throughput import PolicyOnly, timed  # bench/ is on the path of a script run from it.
+from throughput import (
+    PolicyOnly,
+    policy_loop_rate,
+    timed,
+)  # bench/ is on the path of a script run from it.
 
 from batchrl import envs
 from batchrl.tools import simulate
@@ -37,21 +41,7 @@ STEPS_PER_CALL = 100
 
 def gymnasium_rate(env_id, batch_size, seconds):
     vector = gym.vector.SyncVectorEnv([functools.partial(gym.make, env_id)] * batch_size)
-    algo = PolicyOnly(vector.single_observation_space, vector.single_action_space)
-    policy = tf.function(lambda observ: algo.perform(None, observ))
-    observ, _ = vector.reset(seed=0)
-
-    def run():
-        nonlocal observ
-        for _ in range(10):
-            action = policy(tf.convert_to_tensor(observ, tf.float32)).numpy()
-            observ, *_ = vector.step(action)
-        return 10 * batch_size
-
-    try:
-        return timed(run, seconds)
-    finally:
-        vector.close()
+    return policy_loop_rate(vector, seconds, steps=10)
 
 
 def tensorflow_rate(env_id, batch_size, seconds, jit):

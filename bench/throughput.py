@@ -128,18 +128,23 @@ def vector_rate(env_id, num_envs, seconds):
     envs = gym.vector.AsyncVectorEnv(
         [functools.partial(gym.make, env_id)] * num_envs, shared_memory=True, context="spawn"
     )
-    algo = PolicyOnly(envs.single_observation_space, envs.single_action_space)
-    policy = tf.function(lambda observ: algo.perform(None, observ))
-    observ, _ = envs.reset(seed=0)
+    return policy_loop_rate(envs, seconds)
 
-    def run():
-        nonlocal observ
-        for _ in range(100):
-            action = policy(tf.convert_to_tensor(observ, tf.float32)).numpy()
-            observ, *_ = envs.step(action)
-        return 100 * num_envs
 
+def policy_loop_rate(envs, seconds, steps=100):
+    """Steps/s of a Gymnasium vector env in a Python loop with the policy; closes `envs`."""
     try:
+        algo = PolicyOnly(envs.single_observation_space, envs.single_action_space)
+        policy = tf.function(lambda observ: algo.perform(None, observ))
+        observ, _ = envs.reset(seed=0)
+
+        def run():
+            nonlocal observ
+            for _ in range(steps):
+                action = policy(tf.convert_to_tensor(observ, tf.float32)).numpy()
+                observ, *_ = envs.step(action)
+            return steps * envs.num_envs
+
         return timed(run, seconds)
     finally:
         envs.close()
