@@ -10,7 +10,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from batchrl.algorithms import PPO
+from batchrl.algorithms import IMPALA, PPO
+from batchrl.algorithms.impala import impala as impala_module
+from batchrl.algorithms.impala import utility as impala_utility
 from batchrl.algorithms.ppo import ppo as ppo_module
 from batchrl.tools import InGraphBatchEnv, simulate, summary
 from batchrl.tools.config import (
@@ -25,7 +27,7 @@ from batchrl.tools.evaluation import Evaluation
 from batchrl.tools.export import export_policy
 from batchrl.tools.networks import ACTIVATIONS
 
-ALGORITHMS = {"ppo": PPO}
+ALGORITHMS = {"ppo": PPO, "impala": IMPALA}
 # Keys whose valid values are a fixed list, checked when the config is loaded.
 CHOICES = {
     "algorithm.name": sorted(ALGORITHMS),
@@ -34,6 +36,8 @@ CHOICES = {
     "algorithm.network": ppo_module.NETWORKS,
     "algorithm.learning_rate_schedule": ppo_module.SCHEDULES,
     "algorithm.activation": sorted(ACTIVATIONS),
+    "algorithm.optimizer": impala_module.OPTIMIZERS,
+    "algorithm.reward_clipping": impala_utility.REWARD_CLIPPINGS,
     "env.backend": ["gymnasium", "tensorflow"],
 }
 # Sections that shape the model; a resumed run must keep them as they were.
@@ -53,11 +57,18 @@ def make_algorithm(config: Config, batch_env, step: tf.Variable):
 def check_config(config: Config) -> None:
     """Raises ConfigError for values that no single key's type can rule out."""
     algo, train = config.algorithm, config.train
-    if algo.update_mode == "steps" and train.steps_per_call % algo.rollout_length:
+    ppo_rollout = algo.name == "ppo" and algo.update_mode == "steps"
+    if ppo_rollout and train.steps_per_call % algo.rollout_length:
         raise ConfigError(
             f"train.steps_per_call={train.steps_per_call} must be a multiple of "
             f"algorithm.rollout_length={algo.rollout_length}, so that every checkpoint "
             "falls on a rollout boundary."
+        )
+    if algo.name == "impala" and train.steps_per_call % algo.unroll_length:
+        raise ConfigError(
+            f"train.steps_per_call={train.steps_per_call} must be a multiple of "
+            f"algorithm.unroll_length={algo.unroll_length}, so that every checkpoint "
+            "falls on an unroll boundary."
         )
     for key in ("total_steps", "steps_per_call", "checkpoint_every"):
         if train[key] <= 0:

@@ -124,3 +124,23 @@ class PolicyHead(tf.Module):
     def sample_spec(self) -> tuple[tuple[int, ...], tf.DType]:
         """The shape and dtype of one sample of the distribution."""
         return ((), tf.int32) if self._discrete else ((self.size,), tf.float32)
+
+
+def batch_apply(fn, x: tf.Tensor, inner_rank: int = 1) -> tf.Tensor:
+    """Applies `fn`, which takes a batch [N, *inner], to `x` [*outer, *inner].
+
+    The outer axes are flattened into one for the call and restored after it, so that a
+    network built for [N, O] observations runs on time-major [T, B, O] ones.
+
+    Args:
+      fn: a callable from [N, *inner] to [N, *result], e.g. an `MLP`.
+      x: a tensor whose last `inner_rank` axes, of static size, are the inner ones.
+      inner_rank: how many trailing axes `fn` sees per element.
+
+    Returns:
+      The result [*outer, *result].
+    """
+    x = tf.convert_to_tensor(x)
+    split = x.shape.rank - inner_rank
+    result = fn(tf.reshape(x, [-1] + x.shape[split:].as_list()))  # [N, *result]
+    return tf.reshape(result, tf.concat([tf.shape(x)[:split], tf.shape(result)[1:]], 0))

@@ -140,3 +140,53 @@ class StreamingNormalizer(tf.Module):
             else:
                 tf.summary.scalar("mean", self.mean, step=step)
                 tf.summary.scalar("std", self.std, step=step)
+
+
+class RewardScaler(tf.Module):
+    """Divides each agent's rewards by the running std of the discounted return.
+
+    Gymnasium's `NormalizeReward`, SB3's `VecNormalize` and CleanRL scale rewards so:
+    each agent keeps a discounted return R that restarts at 0 after its episode ends,
+
+        R <- discount * R + r,    r_scaled = clip(r / (std(R) + epsilon), -clip, clip),
+
+    where std(R) is the running standard deviation of all returns seen, including the
+    current step's. Rewards are not centred, so their sign, and the meaning of a
+    terminal state, are kept. The statistics and returns survive `tf.train.Checkpoint`.
+    """
+
+    def __init__(
+        self, batch_size: int, discount: float, clip: float | None = 10.0, name: str | None = None
+    ):
+        """Creates zero statistics for `batch_size` agents.
+
+        Args:
+          batch_size: the number of agents B.
+          discount: the discount of the return whose spread scales the rewards.
+          clip: clip scaled rewards to [-clip, clip]; None or 0 turns it off.
+          name: name of the module.
+        """
+        super().__init__(name=name)
+        self._discount = discount
+        with self.name_scope:
+            self.normalizer = StreamingNormalizer((), center=False, scale=True, clip=clip)
+            self.discounted_return = tf.Variable(
+                tf.zeros([batch_size]), trainable=False, name="discounted_return"
+            )
+
+    def scale(self, agent_indices: tf.Tensor, reward: tf.Tensor, done: tf.Tensor) -> tf.Tensor:
+        """Updates the statistics with one step of `agent_indices` and scales its rewards.
+
+        Args:
+          agent_indices: int32 [K].
+          reward: float32 [K].
+          done: bool [K], the step ended the agent's episode.
+
+        Returns:
+          The scaled rewards [K].
+        """
+        ret = tf.gather(self.discounted_return, agent_indices) * self._discount + reward  # [K]
+        self.normalizer.update(ret)
+        ret = tf.where(done, tf.zeros_like(ret), ret)
+        self.discounted_return.scatter_nd_update(agent_indices[:, None], ret)
+        return self.normalizer.normalize(reward)

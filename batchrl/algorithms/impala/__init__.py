@@ -1,5 +1,6 @@
 """IMPALA: an actor-learner algorithm with V-trace off-policy correction."""
 
-from batchrl.algorithms.impala import vtrace
+from batchrl.algorithms.impala import utility, vtrace
+from batchrl.algorithms.impala.impala import IMPALA
 
-__all__ = ["vtrace"]
+__all__ = ["IMPALA", "utility", "vtrace"]

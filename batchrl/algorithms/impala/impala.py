@@ -1,0 +1,307 @@
+"""Synchronous IMPALA: an actor-critic learner with V-trace targets, in the graph."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from batchrl.algorithms.base import Algorithm
+from batchrl.algorithms.impala import utility, vtrace
+from batchrl.tools import summary
+from batchrl.tools.config import ConfigError
+from batchrl.tools.networks import MLP, PolicyHead, batch_apply
+from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.tools.policy_evaluator import PolicyEvaluator
+
+OPTIMIZERS = ("rmsprop", "adam")
+NETWORKS = ("feedforward",)
+SCHEDULES = ("constant", "linear")
+
+
+class IMPALA(Algorithm):
+    """IMPALA's learner fed by `simulate`, with one update every `unroll_length` steps.
+
+    The algorithm reads like the paper (Espeholt et al., 2018, Sections 3 and 4):
+
+    1. Act: `perform` samples actions from the behaviour policy mu and keeps its output
+       (logits, or the Gaussian mean) and the raw sample for each agent; `experience`
+       clips the reward (`reward_clipping`), optionally scales it by the running std of
+       the discounted return (`normalize_reward`), and appends the transition to
+       time-major unroll buffers [T, B, ...] in variables.
+    2. Every T = `unroll_length` steps, in the same graph call, recompute the target
+       policy pi and the values V(x_t) on the unroll, and the log importance weights
+       log pi(a_t|x_t) - log mu(a_t|x_t).
+    3. Compute V-trace targets v_t and policy-gradient advantages, with discount 0 at
+       terminal steps and, at truncated steps (time limits), the bootstrap
+       gamma * V(final observation) folded into the reward with discount 0 too, so no
+       trace crosses into the next episode (`utility.truncation_bootstrap`). The last
+       step bootstraps from the value of its next observation.
+    4. Take one RMSProp or Adam step on
+
+           L = L_pg + baseline_cost * L_baseline + entropy_cost * L_entropy,
+
+       with global-norm gradient clipping, and report the losses via `tf.summary`.
+
+    Losses are means over the T x B steps of the unroll, not sums as in the authors'
+    learner and TorchBeast. A mean keeps the gradient's scale independent of
+    `unroll_length` and `num_envs`, so `learning_rate` and `max_grad_norm`, keys IMPALA
+    shares with PPO (whose losses are means), mean the same for both and survive a
+    change of batch size. The relative weights `baseline_cost` and `entropy_cost` are
+    unaffected; with RMSProp, a sum over N steps equals a mean with the learning rate
+    unchanged, the gradient clip divided by N, and the epsilon (inside the root, as in
+    TensorFlow) divided by N^2.
+
+    In this synchronous form the unroll was collected by the parameters the update
+    starts from, so pi = mu and every rho is 1 up to rounding: V-trace reduces to the
+    on-policy n-step returns (lambda-returns with `vtrace_lambda` < 1), as the paper
+    notes for on-policy data (Section 4.1). The
+    importance weights are computed anyway, so that the learner stays correct if acting
+    and learning are ever decoupled.
+
+    `perform` and `experience` expect every agent in every call, as `simulate` does.
+    """
+
+    def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
+        """Creates networks, optimizer and unroll buffers.
+
+        Args:
+          batch_env: the in-graph batch environment (`InGraphEnv`) to learn in.
+          config: the run's `Config`; IMPALA reads `config.algorithm` and, for the
+            learning-rate schedule, `config.train.total_steps`.
+          step: int64 variable counting environment steps, for the learning-rate
+            schedule; None keeps the rate constant.
+          seed: seed of the algorithm's random stream (action sampling).
+
+        Raises:
+          ConfigError: on a config value outside its valid choices.
+        """
+        super().__init__()
+        cfg = config.algorithm
+        _check_choice("algorithm.optimizer", cfg.optimizer, OPTIMIZERS)
+        _check_choice("algorithm.network", cfg.network, NETWORKS)
+        _check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        _check_choice("algorithm.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
+        if cfg.unroll_length < 1:
+            raise ConfigError(f"algorithm.unroll_length={cfg.unroll_length} must be positive.")
+        self._cfg = cfg
+        self._total_steps = int(config.train.total_steps)
+        self._step = step
+        self._batch_size = len(batch_env)
+        self._length = int(cfg.unroll_length)
+        self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._rng = tf.random.Generator.from_seed(seed)
+
+        self.observ_normalizer = StreamingNormalizer(
+            self._observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
+        )
+        self.reward_scaler = RewardScaler(
+            self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
+        )
+        self.head = PolicyHead(batch_env.action_space, cfg.squash_mean, cfg.init_log_std)
+        self.policy = MLP(cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy")
+        self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
+        dummy = tf.zeros((1,) + self._observ_shape)
+        self.policy(dummy)
+        self.value(dummy)
+        self._trainable = (
+            self.policy.trainable_variables
+            + self.value.trainable_variables
+            + self.head.trainable_variables
+        )
+        self.optimizer = _make_optimizer(cfg)
+        self.optimizer.build(self._trainable)
+
+        # The latest action of each agent: the raw sample and the policy output it came
+        # from. `experience` stores these, since the environment sees a clipped action.
+        self._sample_shape, self._sample_dtype = self.head.sample_spec()
+        self._last_sample = _zeros((self._batch_size,) + self._sample_shape, self._sample_dtype)
+        self._last_output = _zeros((self._batch_size, self.head.size))
+        shape = (self._length, self._batch_size)
+        self._unroll = {
+            "observ": _zeros(shape + self._observ_shape),  # [T, B, O]
+            "next_observ": _zeros(shape + self._observ_shape),  # [T, B, O]
+            "sample": _zeros(shape + self._sample_shape, self._sample_dtype),  # [T, B, ...]
+            "output": _zeros(shape + (self.head.size,)),  # [T, B, size]
+            "reward": _zeros(shape),  # [T, B]
+            "terminated": _zeros(shape, tf.bool),  # [T, B]
+            "truncated": _zeros(shape, tf.bool),  # [T, B]
+        }
+        self._unroll_step = tf.Variable(0, trainable=False)
+
+    # Act.
+
+    def begin_episodes(self, agent_indices):
+        pass
+
+    def perform(self, agent_indices, observ):
+        output = self.policy(self._normalize(observ))  # [K, size]
+        sample = tf.cast(self.head(output).sample(seed=self._seed()), self._sample_dtype)
+        rows = agent_indices[:, None]
+        self._last_sample.scatter_nd_update(rows, sample)
+        self._last_output.scatter_nd_update(rows, output)
+        return self.head.to_env_action(sample)
+
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        del action  # The raw sample from `perform` is stored instead of the clipped action.
+        reward = utility.clip_rewards(reward, self._cfg.reward_clipping)  # [K]
+        if self._cfg.normalize_reward:
+            done = tf.logical_or(terminated, truncated)  # [K]
+            reward = self.reward_scaler.scale(agent_indices, reward, done)
+        step = {
+            "observ": self._normalize(observ),
+            "next_observ": self._normalize(next_observ),
+            "sample": tf.gather(self._last_sample, agent_indices),
+            "output": tf.gather(self._last_output, agent_indices),
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+        }
+        if self._cfg.normalize_observ:
+            self.observ_normalizer.update(observ)
+        time = tf.fill(tf.shape(agent_indices), self._unroll_step.read_value())  # [K]
+        rows = tf.stack([time, agent_indices], 1)  # [K, 2]
+        for key, value in step.items():
+            self._unroll[key].scatter_nd_update(rows, value)
+        self._unroll_step.assign_add(1)
+
+        def learn():
+            self._learn()
+            self._unroll_step.assign(0)
+
+        tf.cond(self._unroll_step >= self._length, learn, lambda: None)
+
+    def end_episodes(self, agent_indices):
+        pass
+
+    # Targets and update.
+
+    def _learn(self):
+        """One gradient step on the full unroll [T, B]; reports the losses."""
+        unroll = {key: value.read_value() for key, value in self._unroll.items()}
+        learning_rate = self._set_learning_rate()
+        with tf.GradientTape() as tape:
+            total, info = self._loss(unroll)
+        gradients = tape.gradient(total, self._trainable)
+        gradients, grad_norm = tf.clip_by_global_norm(gradients, self._cfg.max_grad_norm)
+        self.optimizer.apply_gradients(zip(gradients, self._trainable))
+        for name in ("policy_loss", "baseline_loss", "entropy_loss"):
+            summary.scalar(f"impala/{name}", info[name])
+        summary.scalar("impala/total_loss", total)
+        summary.scalar("impala/entropy", tf.reduce_mean(info["entropy"]))
+        summary.scalar("impala/grad_norm", grad_norm)
+        summary.scalar("impala/learning_rate", learning_rate)
+        summary.scalar("impala/mean_rho", tf.reduce_mean(tf.exp(info["log_rhos"])))
+        summary.scalar("impala/mean_vs", tf.reduce_mean(info["vs"]))
+        summary.scalar("impala/mean_value", tf.reduce_mean(info["value"]))
+        summary.scalar("impala/mean_reward", tf.reduce_mean(unroll["reward"]))
+
+    def _loss(self, unroll):
+        """The total loss of an unroll [T, B, ...] and what it is made of.
+
+        Returns:
+          The scalar total loss and a dict of the three losses (scalars) and the [T, B]
+          tensors `value`, `vs`, `pg_advantages`, `log_rhos` and `entropy`.
+        """
+        cfg = self._cfg
+        inner = len(self._observ_shape)
+        # The behaviour policy's Gaussian scale: parameters change only after an unroll.
+        log_std = getattr(self.head, "log_std", None)  # None for discrete actions.
+        behaviour_log_std = None if log_std is None else tf.stop_gradient(log_std)
+        next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
+        next_value = tf.stop_gradient(next_value)
+        rewards, discounts = utility.truncation_bootstrap(
+            unroll["reward"], unroll["terminated"], unroll["truncated"], next_value, cfg.discount
+        )  # [T, B] each
+        output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
+        value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
+        target = self.head(output)
+        behaviour = self.head(unroll["output"], behaviour_log_std)
+        log_rhos = vtrace.log_rhos_from_distributions(behaviour, target, unroll["sample"])
+        returns = vtrace.from_importance_weights(
+            log_rhos,
+            discounts,
+            rewards,
+            value,
+            bootstrap_value=next_value[-1],
+            clip_rho_threshold=cfg.clip_rho_threshold or None,
+            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold or None,
+            lambda_=cfg.vtrace_lambda,
+        )  # [T, B] each
+        entropy = target.entropy()  # [T, B]
+        info = {
+            "policy_loss": utility.policy_gradient_loss(
+                target.log_prob(unroll["sample"]), returns.pg_advantages
+            ),
+            "baseline_loss": utility.baseline_loss(returns.vs, value),
+            "entropy_loss": utility.entropy_loss(entropy),
+            "value": value,
+            "vs": returns.vs,
+            "pg_advantages": returns.pg_advantages,
+            "log_rhos": log_rhos,
+            "entropy": entropy,
+        }
+        total = (
+            info["policy_loss"]
+            + cfg.baseline_cost * info["baseline_loss"]
+            + cfg.entropy_cost * info["entropy_loss"]
+        )
+        return total, info
+
+    def _set_learning_rate(self):
+        """Sets and returns the rate: constant, or linear to 0 at train.total_steps."""
+        rate = tf.constant(self._cfg.learning_rate, tf.float32)
+        if self._cfg.learning_rate_schedule == "linear" and self._step is not None:
+            progress = tf.cast(self._step, tf.float32) / float(self._total_steps)
+            rate = rate * tf.maximum(1.0 - progress, 0.0)
+        self.optimizer.learning_rate.assign(rate)
+        return rate
+
+    def _normalize(self, observ):
+        if not self._cfg.normalize_observ:
+            return observ
+        return self.observ_normalizer.normalize(observ)
+
+    def _seed(self):
+        """A fresh stateless seed [2] for tensorflow-probability's samplers."""
+        return tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
+
+    # Evaluation and export.
+
+    def evaluator(self, batch_size: int | None = None) -> Algorithm:
+        """An algorithm that acts with this policy's deterministic action and learns nothing.
+
+        `batch_size`, the number of environments it acts in, matters only to recurrent
+        policies; this one is feed-forward.
+        """
+        del batch_size
+        return PolicyEvaluator(self)
+
+    def act(self, observ, deterministic: bool = True):
+        """Environment actions [N, ...] for raw observations [N, ...].
+
+        The deterministic action is the mode of the policy: the argmax of the logits, or
+        the Gaussian mean (clipped to the action space).
+        """
+        dist = self.head(self.policy(self._normalize(observ)))
+        sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
+        return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
+
+
+def _make_optimizer(cfg):
+    """RMSProp as in the paper and TorchBeast, or Adam with PPO's epsilon."""
+    if cfg.optimizer == "rmsprop":
+        return tf.keras.optimizers.RMSprop(
+            cfg.learning_rate,
+            rho=cfg.rmsprop_alpha,
+            momentum=cfg.rmsprop_momentum,
+            epsilon=cfg.rmsprop_epsilon,
+        )
+    return tf.keras.optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
+
+
+def _check_choice(key, value, choices):
+    if value not in choices:
+        raise ConfigError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
+
+
+def _zeros(shape, dtype=tf.float32):
+    return tf.Variable(tf.zeros(shape, dtype), trainable=False)

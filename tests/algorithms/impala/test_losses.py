@@ -1,0 +1,111 @@
+"""Golden-number tests of IMPALA's losses and reward processing, eager and in tf.function."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.algorithms.impala import utility
+
+MODES = ["eager", "function", "xla"]
+
+
+def compile_fn(fn, mode):
+    if mode == "eager":
+        return fn
+    return tf.function(fn, jit_compile=(mode == "xla"))
+
+
+REWARDS = [-10.0, -1.5, -0.5, 0.0, 0.5, 2.0, 10.0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "clipping, expected",
+    [
+        ("none", REWARDS),
+        ("abs_one", [-1.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.0]),
+        # 1.5 tanh(r / 5) below zero, 5 tanh(r / 5) from zero on, e.g.
+        #   r = -10: 1.5 tanh(-2) = 1.5 * -0.96402758 = -1.44604137
+        #   r =   2: 5 tanh(0.4) = 5 * 0.37994896 = 1.89974481
+        (
+            "soft_asymmetric",
+            [-1.44604137, -0.43696892, -0.14950199, 0.0, 0.49833997, 1.89974481, 4.82013790],
+        ),
+    ],
+)
+def test_clip_rewards(mode, clipping, expected):
+    clip = compile_fn(lambda r: utility.clip_rewards(r, clipping), mode)
+    np.testing.assert_allclose(clip(tf.constant(REWARDS)), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_clip_rewards_rejects_an_unknown_mode():
+    with pytest.raises(ValueError, match="abs_one"):
+        utility.clip_rewards(tf.constant([1.0]), "abs_two")
+
+
+# T=3 steps of B=2 agents, time-major [T, B], discount 0.9:
+#   agent 0: the episode is truncated at t=1; its final observation is worth 30, so the
+#            reward becomes 3 + 0.9 * 30 = 30 and the trace stops there (discount 0).
+#   agent 1: terminated and truncated at t=1: terminated wins, no bootstrap (the 40 is
+#            ignored), discount 0.
+# Every other step keeps its reward and the discount 0.9.
+@pytest.mark.parametrize("mode", MODES)
+def test_truncation_bootstrap(mode):
+    fn = compile_fn(utility.truncation_bootstrap, mode)
+    rewards, discounts = fn(
+        tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]),
+        tf.constant([[False, False], [False, True], [False, False]]),
+        tf.constant([[False, False], [True, True], [False, False]]),
+        tf.constant([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]]),
+        0.9,
+    )
+    np.testing.assert_allclose(rewards, [[1.0, 2.0], [30.0, 4.0], [5.0, 6.0]], rtol=1e-6)
+    np.testing.assert_allclose(discounts, [[0.9, 0.9], [0.0, 0.0], [0.9, 0.9]], rtol=1e-6)
+
+
+def _value_and_gradients(loss_fn, mode, *inputs):
+    """The loss and its gradients with respect to each input (None where it stops)."""
+
+    def fn(*tensors):
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            loss = loss_fn(*tensors)
+        return loss, tape.gradient(loss, tensors)
+
+    tensors = [tf.constant(x) for x in inputs]
+    return compile_fn(fn, mode)(*tensors)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_policy_gradient_loss(mode):
+    # log_prob * A = [[-2, 2], [-2, -1.5]], sum -3.5, mean -0.875, negated 0.875.
+    # d loss / d log_prob = -A / 4; no gradient flows into the advantages.
+    log_prob = [[-1.0, -2.0], [-0.5, -3.0]]
+    advantages = [[2.0, -1.0], [4.0, 0.5]]
+    loss, (d_log_prob, d_advantages) = _value_and_gradients(
+        utility.policy_gradient_loss, mode, log_prob, advantages
+    )
+    np.testing.assert_allclose(loss, 0.875, rtol=1e-6)
+    np.testing.assert_allclose(d_log_prob, [[-0.5, 0.25], [-1.0, -0.125]], rtol=1e-6)
+    assert d_advantages is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_baseline_loss(mode):
+    # vs - V = [[1, -2], [0, 3]], squares [[1, 4], [0, 9]], mean 3.5, half 1.75.
+    # d loss / d V = -(vs - V) / 4; no gradient flows into the targets.
+    vs = [[1.0, 2.0], [3.0, 4.0]]
+    values = [[0.0, 4.0], [3.0, 1.0]]
+    loss, (d_vs, d_values) = _value_and_gradients(utility.baseline_loss, mode, vs, values)
+    np.testing.assert_allclose(loss, 1.75, rtol=1e-6)
+    np.testing.assert_allclose(d_values, [[-0.25, 0.5], [0.0, -0.75]], rtol=1e-6)
+    assert d_vs is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_entropy_loss(mode):
+    # The mean entropy is 1.25; the loss is its negative, with gradient -1/4 each.
+    entropy = [[0.5, 1.0], [1.5, 2.0]]
+    loss, (d_entropy,) = _value_and_gradients(utility.entropy_loss, mode, entropy)
+    np.testing.assert_allclose(loss, -1.25, rtol=1e-6)
+    np.testing.assert_allclose(d_entropy, [[-0.25, -0.25], [-0.25, -0.25]], rtol=1e-6)
