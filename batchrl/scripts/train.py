@@ -13,6 +13,7 @@ import tensorflow as tf
 from batchrl.algorithms import IMPALA, PPO
 from batchrl.algorithms.impala import impala as impala_module
 from batchrl.algorithms.impala import utility as impala_utility
+from batchrl.algorithms.impala.actor_learner import ActorLearner
 from batchrl.algorithms.ppo import ppo as ppo_module
 from batchrl.tools import InGraphBatchEnv, simulate, summary
 from batchrl.tools.config import (
@@ -22,7 +23,7 @@ from batchrl.tools.config import (
     load_resolved_config,
     save_config,
 )
-from batchrl.tools.environments import check_tensorflow_env_id, make_in_graph_env
+from batchrl.tools.environments import EnvSpaces, check_tensorflow_env_id, make_in_graph_env
 from batchrl.tools.evaluation import Evaluation
 from batchrl.tools.export import export_policy
 from batchrl.tools.networks import ACTIVATIONS
@@ -64,7 +65,9 @@ def check_config(config: Config) -> None:
             f"algorithm.rollout_length={algo.rollout_length}, so that every checkpoint "
             "falls on a rollout boundary."
         )
-    if algo.name == "impala" and train.steps_per_call % algo.unroll_length:
+    if is_async(config):
+        _check_async(config)
+    elif algo.name == "impala" and train.steps_per_call % algo.unroll_length:
         raise ConfigError(
             f"train.steps_per_call={train.steps_per_call} must be a multiple of "
             f"algorithm.unroll_length={algo.unroll_length}, so that every checkpoint "
@@ -84,6 +87,27 @@ def check_config(config: Config) -> None:
         raise ConfigError(
             "env.num_envs, env.eval_envs and train.eval_episodes must be positive, got "
             f"{config.env.num_envs}, {config.env.eval_envs} and {train.eval_episodes}."
+        )
+
+
+def is_async(config: Config) -> bool:
+    """Whether the config asks for IMPALA's asynchronous actor-learner mode."""
+    return config.algorithm.name == "impala" and config.algorithm.num_actors > 0
+
+
+def _check_async(config: Config) -> None:
+    algo = config.algorithm
+    for key in ("learner_batch", "queue_size", "unroll_length"):
+        if algo[key] < 1:
+            raise ConfigError(f"algorithm.{key}={algo[key]} must be at least 1.")
+    if algo.max_actor_restarts < 0:
+        raise ConfigError(f"algorithm.max_actor_restarts={algo.max_actor_restarts} must be >= 0.")
+    if config.env.backend != "gymnasium" or config.train.jit_compile:
+        raise ConfigError(
+            f"algorithm.num_actors={algo.num_actors} (asynchronous IMPALA) steps Gymnasium "
+            "environments in actor threads: it needs env.backend='gymnasium' and "
+            "train.jit_compile=false. Use algorithm.num_actors=0 for environments in "
+            "TensorFlow ops."
         )
 
 
@@ -135,7 +159,10 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     try:
         env = config.env
         eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
-        batch_env = make_in_graph_env(env, env.num_envs, cfg.seed)
+        if is_async(config):  # The actors build their own environments.
+            batch_env = EnvSpaces(env, env.num_envs)
+        else:
+            batch_env = make_in_graph_env(env, env.num_envs, cfg.seed)
         eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
         algo = make_algorithm(config, batch_env, step)
         checkpoint = tf.train.Checkpoint(step=step, algo=algo)
@@ -146,7 +173,12 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         # New seeds after a resume, so that environments do not replay the same episodes.
         _reseed(batch_env, cfg.seed + int(step))
         _reseed(eval_env, cfg.seed + int(step) + 10**6)
-        return _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progress)
+        if not is_async(config):
+            collect = _simulate_collector(config, algo, batch_env)
+            return _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress)
+        with ActorLearner(config, algo, seed=cfg.seed + int(step)) as runner:
+            collect = _Collector(runner.update, in_graph_logging=False)
+            return _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress)
     finally:
         for env in (batch_env, eval_env):
             if env is not None:
@@ -157,23 +189,45 @@ def _reseed(env, seed: int) -> None:
     """Restarts the random streams of `env` from `seed` (before any graph is traced)."""
     if isinstance(env, InGraphBatchEnv):
         env.batch_env.reset(seed=seed)
-    else:
+    elif not isinstance(env, EnvSpaces):
         env.seed = seed % 2**31
 
 
-def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progress):
+class _Collector:
+    """One training call: `call()` returns (environment steps, `simulate`'s statistics).
+
+    Attributes:
+      in_graph_logging: the call writes its own `simulate/*` summaries. When false, the
+        train loop writes them from the statistics, and an XLA call (`jit_compile`) runs
+        without a default summary writer, since XLA compiles no summary ops.
+    """
+
+    def __init__(self, call, in_graph_logging, jit_compile=False):
+        self.call = call
+        self.in_graph_logging = in_graph_logging
+        self.jit_compile = jit_compile
+
+
+def _simulate_collector(config, algo, batch_env) -> _Collector:
     cfg = config.train
-    train_writer = tf.summary.create_file_writer(str(logdir / "train"))
-    eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
     per_call = cfg.steps_per_call * len(batch_env)
-    if cfg.jit_compile:  # XLA compiles no summary ops: simulate's are written below.
-        train_call = tf.function(
+    if cfg.jit_compile:
+        call = tf.function(
             lambda: simulate(batch_env, algo, steps=cfg.steps_per_call), jit_compile=True
         )
     else:
-        train_call = tf.function(
-            lambda: simulate(batch_env, algo, log=True, steps=cfg.steps_per_call)
-        )
+        call = tf.function(lambda: simulate(batch_env, algo, log=True, steps=cfg.steps_per_call))
+    return _Collector(
+        lambda: (per_call, call()),
+        in_graph_logging=not cfg.jit_compile,
+        jit_compile=cfg.jit_compile,
+    )
+
+
+def _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress):
+    cfg = config.train
+    train_writer = tf.summary.create_file_writer(str(logdir / "train"))
+    eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
     evaluation = Evaluation(eval_env, algo.evaluator(len(eval_env)), cfg.eval_episodes)
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()
@@ -182,11 +236,11 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
     first_call = True
     try:
         while int(step) < cfg.total_steps:
-            if cfg.jit_compile:  # Without a default writer: no summary ops to compile.
-                stats = train_call()
+            if collect.jit_compile:  # Without a default writer: no summary ops to compile.
+                per_call, stats = collect.call()
             else:
                 with train_writer.as_default(step=step):
-                    stats = train_call()
+                    per_call, stats = collect.call()
             if first_call:
                 first_call = False
                 progress(
@@ -197,7 +251,7 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
             if int(stats["episodes"]):
                 last["train_return"] = float(stats["mean_return"])
             with train_writer.as_default(step=step):
-                if cfg.jit_compile and int(stats["episodes"]):
+                if not collect.in_graph_logging and int(stats["episodes"]):
                     for name in ("mean_return", "mean_length", "episodes"):
                         summary.scalar(f"simulate/{name}", stats[name])
                 rate = (int(step) - start_step) / max(time.time() - start_time, 1e-9)
@@ -217,7 +271,7 @@ def _train_loop(config, logdir, algo, batch_env, eval_env, step, manager, progre
         manager.save(checkpoint_number=int(step))
     if cfg.eval_every:
         last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
-    export_policy(algo, batch_env.observation_space, logdir / "policy")
+    export_policy(algo, eval_env.observation_space, logdir / "policy")
     train_writer.flush()
     eval_writer.flush()
     elapsed = time.time() - start_time

@@ -84,6 +84,28 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
     return GroupedBatchEnv(workers, sizes, blocking=False)
 
 
+class EnvSpaces:
+    """The spaces and size of a batch whose environments live elsewhere, e.g. with actors.
+
+    Stands in for a batch environment where an algorithm only reads
+    `observation_space`, `action_space` and `len()`.
+    """
+
+    def __init__(self, env_config, num_envs: int):
+        check_env_id(env_config.id)
+        env = make_env(env_config.id, env_config.max_episode_steps)
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        env.close()
+        self._size = num_envs
+
+    def __len__(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        pass
+
+
 def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None = None):
     """An in-graph batch of `num_envs` environments for `simulate`.
 

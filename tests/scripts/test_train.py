@@ -163,7 +163,7 @@ TRAIN_IN_PROCESSES = """
         print("CHILDREN", " ".join(str(c.pid) for c in children), flush=True)
     config = train.load_config("debug", ["env.id=batchrl/Mock-v0", "env.processes=true",
         "env.eval_envs=1", "train.total_steps=1000000", "train.checkpoint_every=32",
-        "train.eval_every=0"])
+        "train.eval_every=0", *{extra!r}], choices=train.CHOICES)
     try:
         train.train(config, sys.argv[1] if len(sys.argv) > 1 else {logdir!r}, progress)
     except KeyboardInterrupt:
@@ -184,11 +184,20 @@ def wait_for_progress(process, count):
     raise AssertionError("training ended before it made progress")
 
 
-def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path):
+@pytest.mark.parametrize(
+    "extra, workers",
+    [
+        ([], 3),  # Two training workers and one evaluation worker.
+        # Asynchronous IMPALA: two actor threads with two workers each, and evaluation's.
+        (["algorithm.name=impala", "algorithm.num_actors=2"], 5),
+    ],
+)
+def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, extra, workers):
     logdir = tmp_path / "run"
-    process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir)))
+    code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=extra)
+    process = run_script(tmp_path, code)
     children = wait_for_progress(process, 3)
-    assert len(children) == 3  # Two training workers and one evaluation worker.
+    assert len(children) == workers
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 130, output
@@ -205,7 +214,7 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path):
 def test_kill_9_never_leaves_an_unreadable_checkpoint(tmp_path):
     logdir = tmp_path / "run"
     for wait in (4, 9):
-        process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir)))
+        process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=[]))
         wait_for_progress(process, wait)
         process.kill()
         process.communicate(timeout=30)

@@ -88,20 +88,17 @@ class IMPALA(Algorithm):
         self._batch_size = len(batch_env)
         self._length = int(cfg.unroll_length)
         self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._action_space = batch_env.action_space
         self._rng = tf.random.Generator.from_seed(seed)
 
-        self.observ_normalizer = StreamingNormalizer(
-            self._observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
+        self.observ_normalizer, self.head, self.policy = _make_policy(
+            cfg, self._observ_shape, batch_env.action_space
         )
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
-        self.head = PolicyHead(batch_env.action_space, cfg.squash_mean, cfg.init_log_std)
-        self.policy = MLP(cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy")
         self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
-        dummy = tf.zeros((1,) + self._observ_shape)
-        self.policy(dummy)
-        self.value(dummy)
+        self.value(tf.zeros((1,) + self._observ_shape))
         self._trainable = (
             self.policy.trainable_variables
             + self.value.trainable_variables
@@ -164,7 +161,7 @@ class IMPALA(Algorithm):
         self._unroll_step.assign_add(1)
 
         def learn():
-            self._learn()
+            self._learn({key: value.read_value() for key, value in self._unroll.items()})
             self._unroll_step.assign(0)
 
         tf.cond(self._unroll_step >= self._length, learn, lambda: None)
@@ -174,9 +171,43 @@ class IMPALA(Algorithm):
 
     # Targets and update.
 
-    def _learn(self):
-        """One gradient step on the full unroll [T, B]; reports the losses."""
-        unroll = {key: value.read_value() for key, value in self._unroll.items()}
+    def learn(self, batch: dict[str, tf.Tensor]) -> None:
+        """One learner step on a batch of unrolls that actors collected (asynchronous mode).
+
+        The actors act with copies of the policy (`BehaviourPolicy`) that may lag this
+        one; V-trace corrects for the difference. The batch holds raw observations and
+        clipped rewards: the learner merges them into its normalizer statistics, then
+        normalizes them as `experience` does in the synchronous mode.
+
+        Args:
+          batch: time-major tensors [T, B, ...]: `observ`, `next_observ` (raw), `sample`
+            and `output` (the behaviour policy's sample and network output),
+            `behaviour_log_std` [size] (Box actions only), `reward` (clipped),
+            `discounted_return` (each agent's running discounted return after the step,
+            restarting at 0 after episode ends, for the reward scale), `terminated` and
+            `truncated`.
+        """
+        observ, reward = batch["observ"], batch["reward"]
+        if self._cfg.normalize_observ:
+            self.observ_normalizer.update(tf.reshape(observ, (-1,) + self._observ_shape))
+        if self._cfg.normalize_reward:
+            self.reward_scaler.normalizer.update(tf.reshape(batch["discounted_return"], [-1]))
+            reward = self.reward_scaler.normalizer.normalize(reward)
+        unroll = dict(batch, reward=reward)
+        unroll["observ"] = self._normalize(observ)
+        unroll["next_observ"] = self._normalize(batch["next_observ"])
+        self._learn(unroll)
+
+    def behaviour_variables(self) -> list[tf.Variable]:
+        """What actors copy into their `BehaviourPolicy`, in its `variables_to_load` order."""
+        return _policy_variables(self.observ_normalizer, self.head, self.policy)
+
+    def make_behaviour_policy(self, seed: int) -> BehaviourPolicy:
+        """A copy of the acting part of this algorithm for an actor; load weights into it."""
+        return BehaviourPolicy(self._cfg, self._observ_shape, self._action_space, seed)
+
+    def _learn(self, unroll):
+        """One gradient step on an unroll [T, B] of normalized observations and rewards."""
         learning_rate = self._set_learning_rate()
         with tf.GradientTape() as tape:
             total, info = self._loss(unroll)
@@ -203,9 +234,12 @@ class IMPALA(Algorithm):
         """
         cfg = self._cfg
         inner = len(self._observ_shape)
-        # The behaviour policy's Gaussian scale: parameters change only after an unroll.
+        # The behaviour policy's Gaussian scale: in the synchronous mode the parameters
+        # change only after an unroll, so it is the current one.
         log_std = getattr(self.head, "log_std", None)  # None for discrete actions.
-        behaviour_log_std = None if log_std is None else tf.stop_gradient(log_std)
+        behaviour_log_std = unroll.get("behaviour_log_std")
+        if behaviour_log_std is None and log_std is not None:
+            behaviour_log_std = tf.stop_gradient(log_std)
         next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
         next_value = tf.stop_gradient(next_value)
         rewards, discounts = utility.truncation_bootstrap(
@@ -284,6 +318,63 @@ class IMPALA(Algorithm):
         dist = self.head(self.policy(self._normalize(observ)))
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
+
+
+class BehaviourPolicy(tf.Module):
+    """An actor's copy of the learner's policy: it samples actions and keeps the outputs.
+
+    The asynchronous actor-learner runner gives each actor one, loads the learner's
+    weights into it between unrolls (`load`), and records which version acted.
+    """
+
+    def __init__(self, cfg, observ_shape, action_space, seed: int):
+        super().__init__(name="behaviour_policy")
+        self._cfg = cfg
+        self.observ_normalizer, self.head, self.policy = _make_policy(
+            cfg, observ_shape, action_space
+        )
+        self._sample_dtype = self.head.sample_spec()[1]
+        self._rng = tf.random.Generator.from_seed(seed)
+        self._act = tf.function(self._act_graph)
+
+    @property
+    def log_std(self):
+        """The Gaussian's log standard deviation [size]; None for discrete actions."""
+        log_std = getattr(self.head, "log_std", None)
+        return None if log_std is None else log_std.numpy()
+
+    def load(self, weights) -> None:
+        """Assigns the values of `IMPALA.behaviour_variables()` to this copy."""
+        variables = _policy_variables(self.observ_normalizer, self.head, self.policy)
+        for variable, value in zip(variables, weights, strict=True):
+            variable.assign(value)
+
+    def __call__(self, observ):
+        """Samples for raw observations [N, ...]: (environment action, sample, output)."""
+        return tuple(t.numpy() for t in self._act(tf.convert_to_tensor(observ, tf.float32)))
+
+    def _act_graph(self, observ):
+        if self._cfg.normalize_observ:
+            observ = self.observ_normalizer.normalize(observ)
+        output = self.policy(observ)  # [N, size]
+        seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
+        sample = tf.cast(self.head(output).sample(seed=seed), self._sample_dtype)
+        return self.head.to_env_action(sample), sample, output
+
+
+def _make_policy(cfg, observ_shape, action_space):
+    """The acting part of IMPALA: observation normalizer, policy head and policy network."""
+    normalizer = StreamingNormalizer(
+        observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
+    )
+    head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
+    policy = MLP(cfg.policy_layers, head.size, cfg.activation, 0.01, "policy")
+    policy(tf.zeros((1,) + tuple(observ_shape)))
+    return normalizer, head, policy
+
+
+def _policy_variables(normalizer, head, policy) -> list[tf.Variable]:
+    return list(normalizer.variables) + list(head.variables) + list(policy.variables)
 
 
 def _make_optimizer(cfg):

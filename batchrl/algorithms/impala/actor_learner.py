@@ -1,0 +1,339 @@
+"""Asynchronous IMPALA: actor threads with their own environments feed one learner."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.algorithms.impala import utility
+from batchrl.tools import summary
+from batchrl.tools.environments import make_batch_env
+
+logger = logging.getLogger(__name__)
+
+# Seconds an actor waits for room in the full queue before it checks whether to stop.
+_PUT_INTERVAL = 0.1
+# Seconds the learner waits for an unroll before it checks on the actors.
+_GET_INTERVAL = 0.2
+# Seconds `close` waits for an actor thread to finish its current environment step.
+_JOIN_TIMEOUT = 10.0
+
+
+@dataclass
+class Unroll:
+    """T steps of an actor's B environments, time-major, and where they came from."""
+
+    arrays: dict[str, np.ndarray]  # [T, B, ...] each, plus behaviour_log_std [size].
+    actor: int
+    version: int  # The learner version whose weights acted.
+    returns: list[float] = field(default_factory=list)  # Episodes finished in the unroll.
+    lengths: list[int] = field(default_factory=list)
+
+
+class _Weights:
+    """The latest learner weights and their version, shared with the actor threads."""
+
+    def __init__(self, values: list[np.ndarray]):
+        self._lock = threading.Lock()
+        self._values = values
+        self._version = 0
+
+    def publish(self, values: list[np.ndarray]) -> None:
+        with self._lock:
+            self._values = values
+            self._version += 1
+
+    def latest(self) -> tuple[int, list[np.ndarray]]:
+        with self._lock:
+            return self._version, self._values
+
+
+class Actor:
+    """A thread that steps its own `BatchEnv` with a copy of the policy.
+
+    Each unroll it loads the newest published weights, takes T batched steps with the
+    behaviour policy, and puts an `Unroll` into the learner's queue. Environments are
+    reset as their episodes end (the final observation is kept as `next_observ`), and an
+    agent's discounted return restarts at 0 after each end, as `RewardScaler` does. Any
+    error, such as a dead environment worker, ends the thread; it is kept in `error` and
+    the environments are closed.
+    """
+
+    def __init__(self, index, config, learner, weights, unrolls, stop, seed: int):
+        self.index = index
+        self.error: BaseException | None = None
+        self.batch_env = None
+        self._config = config
+        self._weights = weights
+        self._unrolls = unrolls
+        self._stop = stop
+        self._seed = seed
+        self._policy = learner.make_behaviour_policy(seed)
+        self._thread = threading.Thread(target=self._run, name=f"actor-{index}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive() and self.batch_env is not None:
+            # Stuck in a step: closing the workers makes it raise, and the thread ends.
+            self.batch_env.close()
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.batch_env = make_batch_env(self._config.env, self._config.env.num_envs)
+            observ = self.batch_env.reset(seed=self._seed)
+            size = len(self.batch_env)
+            self._episode_return, self._episode_length = np.zeros(size), np.zeros(size, int)
+            self._discounted = np.zeros(size)
+            while not self._stop.is_set():
+                unroll, observ = self._unroll(observ)
+                while not self._stop.is_set():
+                    try:
+                        self._unrolls.put(unroll, timeout=_PUT_INTERVAL)
+                        break
+                    except queue.Full:
+                        pass
+        except BaseException as error:  # Reported to the learner, which restarts us.
+            if not self._stop.is_set():
+                self.error = error
+        finally:
+            if self.batch_env is not None:
+                self.batch_env.close()
+
+    def _unroll(self, observ):
+        cfg = self._config.algorithm
+        version, values = self._weights.latest()
+        self._policy.load(values)
+        steps, returns, lengths = [], [], []
+        episode_return, episode_length = self._episode_return, self._episode_length
+        for _ in range(cfg.unroll_length):
+            action, sample, output = self._policy(observ)
+            next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
+            _check_finite(next_observ, reward, self.batch_env, self.index)
+            clipped = utility.clip_rewards(reward, cfg.reward_clipping).numpy()
+            done = terminated | truncated
+            self._discounted = self._discounted * cfg.discount + clipped
+            steps.append(
+                {
+                    "observ": observ,
+                    "next_observ": next_observ,
+                    "sample": sample,
+                    "output": output,
+                    "reward": clipped,
+                    "discounted_return": self._discounted,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                }
+            )
+            self._discounted = np.where(done, 0.0, self._discounted)
+            episode_return += reward
+            episode_length += 1
+            observ = next_observ
+            if done.any():
+                ended = np.flatnonzero(done)
+                returns.extend(episode_return[ended].tolist())
+                lengths.extend(episode_length[ended].tolist())
+                episode_return[ended] = 0.0
+                episode_length[ended] = 0
+                observ = observ.copy()
+                observ[ended] = self.batch_env.reset(ended)
+        arrays = {key: np.stack([step[key] for step in steps]) for key in steps[0]}
+        log_std = self._policy.log_std
+        if log_std is not None:
+            arrays["behaviour_log_std"] = log_std
+        return Unroll(arrays, self.index, version, returns, lengths), observ
+
+
+class ActorLearner:
+    """TorchBeast's actor-learner loop on one machine: actor threads, a queue, a learner.
+
+    `num_actors` `Actor` threads each step `env.num_envs` environments (in
+    `ExternalProcess` workers when `env.processes`) with their own copy of the policy
+    and put unrolls [T, B] into a queue of `queue_size`. Each `update` takes
+    `learner_batch` unrolls, concatenates them along the batch axis and makes one learner
+    step (`IMPALA.learn`), then publishes the new weights, which actors load before
+    their next unroll. The policy lag of an unroll is the learner version at its update
+    minus the version that acted.
+
+    An actor that fails (an environment raised, or its worker died) is logged and
+    replaced by a new one with fresh environments, up to `max_actor_restarts` times in
+    all. `close` (also on errors and Ctrl-C, as a context manager) stops the actors and
+    closes their environment workers.
+
+        with ActorLearner(config, learner, seed=0) as runner:
+            while ...:
+                env_steps, stats = runner.update()
+    """
+
+    def __init__(self, config, learner, seed: int = 0, unroll_timeout: float = 120.0):
+        """Creates the queue and the actors; `start` (or entering the context) runs them.
+
+        Args:
+          config: the run's `Config`; reads `env` and `algorithm` (`num_actors`,
+            `learner_batch`, `queue_size`, `max_actor_restarts`, `unroll_length`, ...).
+          learner: the `IMPALA` instance that learns; its weights are published.
+          seed: actor i's environments and samples start from `seed + 1000 * i` (and a
+            further offset per restart).
+          unroll_timeout: seconds `update` waits for one unroll before it raises.
+        """
+        cfg = config.algorithm
+        self._config = config
+        self._learner = learner
+        self._seed = seed
+        self._unroll_timeout = unroll_timeout
+        self._batch = cfg.learner_batch
+        self._max_restarts = cfg.max_actor_restarts
+        self._unrolls = queue.Queue(maxsize=cfg.queue_size)
+        self._stop = threading.Event()
+        self._weights = _Weights(self._snapshot())
+        self._learn = tf.function(learner.learn)
+        self.version = 0
+        self.restarts = 0
+        self.actors = [self._make_actor(index) for index in range(cfg.num_actors)]
+
+    def __enter__(self) -> ActorLearner:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def start(self) -> None:
+        for actor in self.actors:
+            actor.start()
+
+    def update(self) -> tuple[int, dict[str, float]]:
+        """Takes `learner_batch` unrolls, makes one learner step, publishes the weights.
+
+        Writes `impala/policy_lag` (mean), `impala/policy_lag_max`, `impala/queue_size` and
+        `impala/actor_restarts` to the default summary writer, if there is one.
+
+        Returns:
+          The number of environment steps consumed, and the finished-episode statistics
+          of the batch (`mean_return`, `mean_length`, `episodes`), as `simulate` reports.
+
+        Raises:
+          RuntimeError: actors failed more than `max_actor_restarts` times.
+          TimeoutError: no unroll arrived for `unroll_timeout` seconds.
+        """
+        unrolls = [self.next_unroll() for _ in range(self._batch)]
+        self._learn(_concatenate(unrolls))
+        lags = [self.version - unroll.version for unroll in unrolls]
+        self.version += 1
+        self._weights.publish(self._snapshot())
+        summary.scalar("impala/policy_lag", float(np.mean(lags)))
+        summary.scalar("impala/policy_lag_max", float(np.max(lags)))
+        summary.scalar("impala/queue_size", float(self._unrolls.qsize()))
+        summary.scalar("impala/actor_restarts", float(self.restarts))
+        returns = [value for unroll in unrolls for value in unroll.returns]
+        lengths = [value for unroll in unrolls for value in unroll.lengths]
+        stats = {
+            "mean_return": float(np.mean(returns)) if returns else float("nan"),
+            "mean_length": float(np.mean(lengths)) if lengths else float("nan"),
+            "episodes": len(returns),
+            "policy_lag": float(np.mean(lags)),
+        }
+        steps = sum(unroll.arrays["reward"].size for unroll in unrolls)
+        return steps, stats
+
+    def close(self) -> None:
+        """Stops the actors and closes their environments; returns within seconds."""
+        self._stop.set()
+        for actor in self.actors:
+            actor.join(_JOIN_TIMEOUT)
+
+    def _make_actor(self, index: int) -> Actor:
+        seed = self._seed + 1000 * index + 100_000 * self.restarts
+        return Actor(
+            index, self._config, self._learner, self._weights, self._unrolls, self._stop, seed
+        )
+
+    def _snapshot(self) -> list[np.ndarray]:
+        return [variable.numpy() for variable in self._learner.behaviour_variables()]
+
+    def next_unroll(self) -> Unroll:
+        """The learner's side of the queue: the next unroll of any actor.
+
+        While it waits it replaces failed actors (see `update` for what it raises).
+        """
+        deadline = time.monotonic() + self._unroll_timeout
+        while True:
+            self._supervise()
+            try:
+                return self._unrolls.get(timeout=_GET_INTERVAL)
+            except queue.Empty:
+                pass
+            if time.monotonic() > deadline:
+                states = ", ".join(
+                    f"actor {a.index}: {'running' if a.is_alive() else 'stopped'}"
+                    for a in self.actors
+                )
+                raise TimeoutError(
+                    f"No unroll from any actor for {self._unroll_timeout:.0f} s ({states})."
+                )
+
+    def _supervise(self) -> None:
+        """Replaces actors whose thread ended with an error."""
+        for position, actor in enumerate(self.actors):
+            if actor.is_alive() or self._stop.is_set():
+                continue
+            error = actor.error or RuntimeError("the actor thread ended without an error")
+            self.restarts += 1
+            if self.restarts > self._max_restarts:
+                raise RuntimeError(
+                    f"Actor {actor.index} failed, and actors have failed {self.restarts} times "
+                    f"in all, more than algorithm.max_actor_restarts={self._max_restarts}. "
+                    f"Its error: {type(error).__name__}: {error}"
+                ) from error
+            logger.warning(
+                "Actor %d failed (%s: %s); restarting it with new environments "
+                "(restart %d of at most %d).",
+                actor.index,
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+                self.restarts,
+                self._max_restarts,
+            )
+            self.actors[position] = self._make_actor(actor.index)
+            self.actors[position].start()
+
+
+def _concatenate(unrolls: list[Unroll]) -> dict[str, tf.Tensor]:
+    """One batch [T, B_1 + ... + B_n, ...] of unrolls, floats as float32.
+
+    `behaviour_log_std` [size] becomes [T, B, size]: each column gets the log standard
+    deviation of the copy that acted in it.
+    """
+    batch = {}
+    for key, value in unrolls[0].arrays.items():
+        if key == "behaviour_log_std":
+            parts = [np.broadcast_to(u.arrays[key], u.arrays["output"].shape) for u in unrolls]
+        else:
+            parts = [unroll.arrays[key] for unroll in unrolls]
+        value = np.concatenate(parts, axis=1)
+        if value.dtype.kind == "f":
+            value = value.astype(np.float32)
+        batch[key] = tf.convert_to_tensor(value)
+    return batch
+
+
+def _check_finite(observ, reward, batch_env, actor: int) -> None:
+    bad = ~np.isfinite(reward) | ~np.isfinite(observ.reshape(len(observ), -1)).all(1)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"Environment {index} of actor {actor} ({batch_env[index]!r}) returned a "
+            "non-finite observation or reward."
+        )
