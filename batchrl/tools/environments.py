@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 
 import gymnasium as gym
 
@@ -19,8 +20,29 @@ gym.register(
 )
 
 
+# Packages whose Gymnasium environments are registered only when a function is called
+# (Gymnasium 1.x no longer loads plugins by entry point): namespace -> (module, function).
+_PLUGINS = {"MinAtar": ("minatar.gym", "register_envs")}
+
+
+def _register_plugin(env_id: str) -> None:
+    """Registers the environments of `env_id`'s namespace, if a known plugin provides it."""
+    namespace = env_id.split("/")[0] if "/" in env_id else None
+    if namespace not in _PLUGINS or env_id in gym.registry:
+        return
+    module, function = _PLUGINS[namespace]
+    try:
+        getattr(importlib.import_module(module), function)()
+    except ImportError as error:
+        raise ConfigError(
+            f"env.id={env_id!r} needs the package that provides {module} ({error}); "
+            "for MinAtar: pip install minatar."
+        ) from None
+
+
 def check_env_id(env_id: str) -> None:
     """Raises ConfigError when `env_id` is not a registered Gymnasium environment."""
+    _register_plugin(env_id)
     try:
         gym.spec(env_id)
     except gym.error.Error as error:
@@ -33,6 +55,7 @@ def check_env_id(env_id: str) -> None:
 
 def make_env(env_id: str, max_episode_steps: int = 0, render_mode: str | None = None):
     """A Gymnasium environment; `max_episode_steps` 0 keeps the registered time limit."""
+    _register_plugin(env_id)
     kwargs = {"render_mode": render_mode} if render_mode else {}
     if max_episode_steps:
         kwargs["max_episode_steps"] = max_episode_steps

@@ -33,8 +33,32 @@ class Linear(tf.Module):
         return tf.matmul(x, self.w) + self.b
 
 
+class Conv2D(tf.Module):
+    """A 3x3 convolution with stride 1 and no padding: [N, H, W, C] -> [N, H-2, W-2, F]."""
+
+    def __init__(self, filters: int, gain: float = 1.0, name: str | None = None):
+        super().__init__(name=name)
+        self._filters = filters
+        self._gain = gain
+        self.w = None
+        self.b = None
+
+    @tf.Module.with_name_scope
+    def __call__(self, x):
+        if self.w is None:
+            init = tf.initializers.Orthogonal(gain=self._gain)
+            self.w = tf.Variable(init([3, 3, x.shape[-1], self._filters]), name="w")
+            self.b = tf.Variable(tf.zeros([self._filters]), name="b")
+        return tf.nn.conv2d(x, self.w, strides=1, padding="VALID") + self.b
+
+
 class MLP(tf.Module):
-    """Hidden layers with an activation, then a linear output layer."""
+    """Optional 3x3 convolutions, then hidden layers with an activation, then a linear output.
+
+    Inputs are [N, O] vectors, or [N, H, W, C] images when `conv_filters` is given (for
+    MinAtar, whose baseline network is one such layer of 16 filters before 128 units).
+    Anything after the convolutions is flattened before the dense layers.
+    """
 
     def __init__(
         self,
@@ -43,6 +67,7 @@ class MLP(tf.Module):
         activation: str = "tanh",
         output_gain: float = 1.0,
         name: str | None = None,
+        conv_filters: Sequence[int] = (),
     ):
         super().__init__(name=name)
         if activation not in ACTIVATIONS:
@@ -50,11 +75,21 @@ class MLP(tf.Module):
                 f"Unknown activation {activation!r}; valid choices are {sorted(ACTIVATIONS)}."
             )
         self._activation = ACTIVATIONS[activation]
+        self.conv = [Conv2D(filters, gain=np.sqrt(2)) for filters in conv_filters]
         self.hidden = [Linear(units, gain=np.sqrt(2)) for units in hidden]
         self.output = Linear(output, gain=output_gain)
 
     @tf.Module.with_name_scope
     def __call__(self, x):
+        x = tf.convert_to_tensor(x)
+        if self.conv and x.shape.rank != 4:
+            raise ValueError(
+                f"Convolutions need image observations [N, H, W, C], got shape {x.shape}."
+            )
+        for layer in self.conv:
+            x = tf.nn.relu(layer(x))
+        if x.shape.rank > 2:
+            x = tf.reshape(x, [-1, int(np.prod(x.shape[1:]))])  # [N, H * W * C]
         for layer in self.hidden:
             x = self._activation(layer(x))
         return self.output(x)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.networks import MLP, batch_apply
+from batchrl.tools.networks import MLP, Conv2D, batch_apply
 
 
 @pytest.mark.parametrize("mode", ["eager", "function"])
@@ -25,3 +25,28 @@ def test_batch_apply_keeps_several_inner_axes():
     x = tf.reshape(tf.range(24.0), [2, 3, 2, 2])  # [T, B, 2, 2]
     result = batch_apply(lambda flat: tf.reduce_sum(flat, [1, 2])[:, None], x, inner_rank=2)
     np.testing.assert_array_equal(result[..., 0], tf.reduce_sum(x, [2, 3]))
+
+
+def test_conv2d_matches_a_direct_sum():
+    """y[n, i, j, f] = sum_{di, dj, c} x[n, i + di, j + dj, c] w[di, dj, c, f] + b[f]."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 4, 3)).astype(np.float32)  # [N, H, W, C]
+    layer = Conv2D(2)
+    layer(x)
+    layer.w.assign(rng.normal(size=(3, 3, 3, 2)).astype(np.float32))
+    layer.b.assign([0.5, -1.0])
+    expected = np.zeros((2, 3, 2, 2))
+    for i in range(3):
+        for j in range(2):
+            patch = x[:, i : i + 3, j : j + 3, :]  # [N, 3, 3, C]
+            expected[:, i, j, :] = np.einsum("nabc,abcf->nf", patch, layer.w.numpy()) + [0.5, -1]
+    np.testing.assert_allclose(layer(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_with_convolutions_takes_images_and_rejects_vectors():
+    network = MLP([8], 3, "relu", conv_filters=[4, 2])
+    assert network(tf.zeros([5, 10, 10, 4])).shape == (5, 3)
+    # 10x10 -> 8x8x4 -> 6x6x2 = 72 inputs to the dense layer.
+    assert network.hidden[0].w.shape == (72, 8)
+    with pytest.raises(ValueError, match=r"image observations \[N, H, W, C\]"):
+        MLP([8], 3, conv_filters=[4])(tf.zeros([5, 6]))

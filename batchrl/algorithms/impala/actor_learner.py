@@ -93,7 +93,7 @@ class Actor:
     def _run(self) -> None:
         try:
             self.batch_env = make_batch_env(self._config.env, self._config.env.num_envs)
-            observ = self.batch_env.reset(seed=self._seed)
+            observ = self.batch_env.reset(seed=self._seed).astype(np.float32)
             size = len(self.batch_env)
             self._episode_return, self._episode_length = np.zeros(size), np.zeros(size, int)
             self._discounted = np.zeros(size)
@@ -121,6 +121,7 @@ class Actor:
         for _ in range(cfg.unroll_length):
             action, sample, output = self._policy(observ)
             next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
+            next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
             _check_finite(next_observ, reward, self.batch_env, self.index)
             clipped = utility.clip_rewards(reward, cfg.reward_clipping).numpy()
             done = terminated | truncated
@@ -147,7 +148,7 @@ class Actor:
                 lengths.extend(episode_length[ended].tolist())
                 episode_return[ended] = 0.0
                 episode_length[ended] = 0
-                observ = observ.copy()
+                observ = observ.copy()  # next_observ keeps the final observations.
                 observ[ended] = self.batch_env.reset(ended)
         arrays = {key: np.stack([step[key] for step in steps]) for key in steps[0]}
         log_std = self._policy.log_std

@@ -97,7 +97,9 @@ class IMPALA(Algorithm):
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
-        self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
+        self.value = MLP(
+            cfg.value_layers, 1, cfg.activation, 1.0, "value", conv_filters=cfg.conv_filters
+        )
         self.value(tf.zeros((1,) + self._observ_shape))
         self._trainable = (
             self.policy.trainable_variables
@@ -368,7 +370,7 @@ def _make_policy(cfg, observ_shape, action_space):
         observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
     )
     head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
-    policy = MLP(cfg.policy_layers, head.size, cfg.activation, 0.01, "policy")
+    policy = MLP(cfg.policy_layers, head.size, cfg.activation, 0.01, "policy", cfg.conv_filters)
     policy(tf.zeros((1,) + tuple(observ_shape)))
     return normalizer, head, policy
 

@@ -65,6 +65,11 @@ class PPO(Algorithm):
                 f"algorithm.network={cfg.network!r} needs algorithm.update_mode='steps'; "
                 "recurrent policies train on fixed-length rollouts."
             )
+        if cfg.conv_filters:
+            raise ValueError(
+                f"algorithm.conv_filters={list(cfg.conv_filters)} is read by IMPALA only; "
+                "PPO's networks take vector observations (use conv_filters: [])."
+            )
         self._cfg = cfg
         self._total_steps = int(config.train.total_steps)
         self._step = step

@@ -224,6 +224,26 @@ def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit):
     np.testing.assert_allclose(policy(observ), algo.act(observ), rtol=1e-5, atol=1e-6)
 
 
+def test_minatar_preset_trains_a_convnet_end_to_end(tmp_path):
+    """breakout_minatar, cut down: image observations [10, 10, 4] through a ConvNet."""
+    overrides = [
+        "env.num_envs=4",
+        "env.eval_envs=2",
+        "train.total_steps=512",
+        "train.eval_every=256",
+        "train.eval_episodes=2",
+    ]
+    config = impala_config("breakout_minatar", overrides)
+    result = train_script.train(config, tmp_path, progress=quiet)
+    assert result["step"] == 512
+    assert np.isfinite(result["eval_return"])
+    _, algo = restored_state(tmp_path, config)
+    assert algo.policy.conv[0].w.shape == (3, 3, 4, 16)
+    observ = np.random.default_rng(0).integers(0, 2, size=(3, 10, 10, 4)).astype(np.float32)
+    policy = tf.saved_model.load(str(tmp_path / "policy"))
+    np.testing.assert_array_equal(policy(observ), algo.act(observ))
+
+
 def test_resume_continues_exactly(tmp_path):
     # debug: 2 environments, 16 steps per call and an unroll of 16, so 32 environment
     # steps per call and one update per call.
