@@ -25,6 +25,12 @@ class ConfigError(ValueError):
     """A config file, override or choice that does not fit the schema in `default.yaml`."""
 
 
+def check_choice(key: str, value, choices) -> None:
+    """Raises ConfigError naming `key` and the valid `choices` when `value` is not one."""
+    if value not in choices:
+        raise ConfigError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
+
+
 class Config(Mapping):
     """A read-only nested mapping with attribute and dotted item access.
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from batchrl.algorithms.base import Algorithm
 from batchrl.algorithms.impala import utility, vtrace
 from batchrl.tools import summary
-from batchrl.tools.config import ConfigError
+from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.networks import MLP, PolicyHead, batch_apply
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.tools.policy_evaluator import PolicyEvaluator
@@ -76,10 +76,10 @@ class IMPALA(Algorithm):
         """
         super().__init__()
         cfg = config.algorithm
-        _check_choice("algorithm.optimizer", cfg.optimizer, OPTIMIZERS)
-        _check_choice("algorithm.network", cfg.network, NETWORKS)
-        _check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
-        _check_choice("algorithm.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
+        check_choice("algorithm.optimizer", cfg.optimizer, OPTIMIZERS)
+        check_choice("algorithm.network", cfg.network, NETWORKS)
+        check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        check_choice("algorithm.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
         if cfg.unroll_length < 1:
             raise ConfigError(f"algorithm.unroll_length={cfg.unroll_length} must be positive.")
         self._cfg = cfg
@@ -389,11 +389,6 @@ def _make_optimizer(cfg):
             epsilon=cfg.rmsprop_epsilon,
         )
     return tf.keras.optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
-
-
-def _check_choice(key, value, choices):
-    if value not in choices:
-        raise ConfigError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
 
 
 def _zeros(shape, dtype=tf.float32):

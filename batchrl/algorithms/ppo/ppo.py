@@ -9,6 +9,7 @@ import tensorflow as tf
 from batchrl.algorithms.base import Algorithm
 from batchrl.algorithms.ppo import utility
 from batchrl.tools import summary
+from batchrl.tools.config import check_choice
 from batchrl.tools.networks import MLP, PolicyHead
 from batchrl.tools.normalizer import StreamingNormalizer
 from batchrl.tools.recurrent import RecurrentNetwork
@@ -51,14 +52,14 @@ class PPO(Algorithm):
           seed: seed of the algorithm's random stream (sampling and shuffling).
 
         Raises:
-          ValueError: on a config value outside its valid choices.
+          ConfigError: on a config value outside its valid choices.
         """
         super().__init__()
         cfg = config.algorithm
-        _check_choice("algorithm.objective", cfg.objective, OBJECTIVES)
-        _check_choice("algorithm.update_mode", cfg.update_mode, UPDATE_MODES)
-        _check_choice("algorithm.network", cfg.network, NETWORKS)
-        _check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        check_choice("algorithm.objective", cfg.objective, OBJECTIVES)
+        check_choice("algorithm.update_mode", cfg.update_mode, UPDATE_MODES)
+        check_choice("algorithm.network", cfg.network, NETWORKS)
+        check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
         self.recurrent = cfg.network != "feedforward"
         if self.recurrent and cfg.update_mode != "steps":
             raise ValueError(
@@ -502,11 +503,6 @@ class _Evaluator(Algorithm):
 
     def end_episodes(self, agent_indices):
         pass
-
-
-def _check_choice(key, value, choices):
-    if value not in choices:
-        raise ValueError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
 
 
 def _zeros(shape, dtype=tf.float32):

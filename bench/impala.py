@@ -1,0 +1,180 @@
+"""IMPALA on CartPole-v1: wall-clock to 475 beside PPO, and actor-learner throughput.
+
+    python bench/impala.py                       # both parts, seeds 0 1 2
+    python bench/impala.py --part solve --seeds 0
+    python bench/impala.py --part throughput --steps 60000
+
+Part `solve`: for each seed, one method after another (so that a slow moment of this
+shared machine hits every method alike), the train script's `train()` runs
+- `cartpole_impala` (synchronous IMPALA inside `simulate`),
+- `cartpole_impala` with `algorithm.num_actors=2` (asynchronous: two actor threads of 16
+  environments each, in the trainer's process, learner batches of 2 unrolls),
+- `cartpole` (batchrl's PPO),
+each for at most 500k environment steps, evaluating the deterministic policy on 16
+Gymnasium episodes every 10,240 steps. A run stops at its first evaluation >= 475. The
+clock runs from the call of `train()`: environment and model construction, graph
+tracing and the evaluations themselves are included, checkpoints and summaries too.
+
+Part `throughput`: environment steps per second of training (updates included, no
+evaluation) on CartPole-v1 for `--steps` steps: the synchronous mode beside the
+asynchronous one with 1, 2 and 4 actors, with environments in each actor's thread and
+in `ExternalProcess` workers (one per environment), all in one invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from batchrl.scripts import train as train_script
+from batchrl.tools import load_config
+
+TARGET = 475.0
+BUDGET = 500_000
+SOLVE_METHODS = {
+    "IMPALA sync": ("cartpole_impala", []),
+    "IMPALA async, 2 actors": ("cartpole_impala", ["algorithm.num_actors=2", "env.num_envs=16"]),
+    "PPO": ("cartpole", []),
+}
+
+
+class Solved(Exception):
+    """Raised from the progress hook to stop a run at its first evaluation >= TARGET."""
+
+
+def solve(method: str, seed: int) -> dict:
+    preset, overrides = SOLVE_METHODS[method]
+    overrides = overrides + [
+        f"train.seed={seed}",
+        f"train.total_steps={BUDGET}",
+        "train.eval_every=10240",
+        "train.eval_episodes=16",
+        "train.checkpoint_every=1000000",
+    ]
+    config = load_config(preset, overrides, choices=train_script.CHOICES)
+    record = {"method": method, "seed": seed, "steps": None, "seconds": None, "evals": []}
+
+    def progress(text, final=False):
+        match = re.search(r"step ([\d,]+)/.*eval (-?[\d.]+|nan)", text)
+        if not match or match.group(2) == "nan":
+            return
+        steps, value = int(match.group(1).replace(",", "")), float(match.group(2))
+        if not record["evals"] or record["evals"][-1][0] != steps:
+            record["evals"].append((steps, value))
+        if value >= TARGET:
+            record["steps"], record["seconds"] = steps, time.time() - start
+            raise Solved
+
+    start = time.time()
+    with tempfile.TemporaryDirectory() as logdir:
+        try:
+            train_script.train(config, logdir, progress=progress)
+        except Solved:
+            pass
+    record["total_seconds"] = time.time() - start
+    print(_solve_line(record), file=sys.stderr, flush=True)
+    return record
+
+
+def throughput(name: str, overrides: list[str], steps: int) -> dict:
+    overrides = overrides + [f"train.total_steps={steps}", "train.eval_every=0"]
+    config = load_config("cartpole_impala", overrides, choices=train_script.CHOICES)
+    start = time.time()
+    with tempfile.TemporaryDirectory() as logdir:
+        result = train_script.train(config, logdir, progress=lambda *_, **__: None)
+    seconds = time.time() - start
+    record = {"mode": name, "steps": result["step"], "seconds": seconds}
+    record["rate"] = result["step"] / seconds
+    print(f"{name}: {record['rate']:,.0f} steps/s", file=sys.stderr, flush=True)
+    return record
+
+
+def throughput_modes(actors: list[int]) -> list[tuple[str, list[str]]]:
+    modes = [("sync, 32 envs in-process", [])]
+    for count in actors:
+        per_actor = 32 // count
+        common = [f"algorithm.num_actors={count}", f"env.num_envs={per_actor}"]
+        modes.append((f"async, {count} x {per_actor} envs in-thread", common))
+        modes.append(
+            (f"async, {count} x {per_actor} envs in workers", common + ["env.processes=true"])
+        )
+    return modes
+
+
+def _solve_line(record: dict) -> str:
+    if record["steps"] is None:
+        return f"{record['method']} seed {record['seed']}: not solved in {BUDGET:,} steps"
+    return (
+        f"{record['method']} seed {record['seed']}: {record['steps']:,} steps, "
+        f"{record['seconds']:.1f} s"
+    )
+
+
+def markdown(solved: list[dict], rates: list[dict]) -> str:
+    lines = []
+    if solved:
+        lines += [
+            f"CartPole-v1, first evaluation >= {TARGET:.0f} (16 deterministic episodes every "
+            "10,240 steps), wall-clock of `train()` including tracing and evaluations.",
+            "",
+            "| method | seed | steps | seconds |",
+            "|---|---:|---:|---:|",
+        ]
+        for r in solved:
+            steps = f"{r['steps']:,}" if r["steps"] else f"not in {BUDGET:,}"
+            seconds = f"{r['seconds']:.1f}" if r["seconds"] else "—"
+            lines.append(f"| {r['method']} | {r['seed']} | {steps} | {seconds} |")
+        lines += ["", "| method | solved | median steps | median seconds |", "|---|---:|---:|---:|"]
+        for method in dict.fromkeys(r["method"] for r in solved):
+            runs = [r for r in solved if r["method"] == method and r["steps"]]
+            count = sum(r["method"] == method for r in solved)
+            if runs:
+                steps = f"{statistics.median(r['steps'] for r in runs):,.0f}"
+                seconds = f"{statistics.median(r['seconds'] for r in runs):.1f}"
+            else:
+                steps = seconds = "—"
+            lines.append(f"| {method} | {len(runs)}/{count} | {steps} | {seconds} |")
+    if rates:
+        base = rates[0]["rate"]
+        lines += [
+            "",
+            "| mode | steps | seconds | steps/s | ÷ sync |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in rates:
+            lines.append(
+                f"| {r['mode']} | {r['steps']:,} | {r['seconds']:.1f} | {r['rate']:,.0f} "
+                f"| {r['rate'] / base:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=["solve", "throughput", "both"], default="both")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=61440, help="throughput steps per mode")
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    args = parser.parse_args(argv)
+    solved, rates = [], []
+    if args.part in ("solve", "both"):
+        for seed in args.seeds:
+            for method in SOLVE_METHODS:
+                solved.append(solve(method, seed))
+    if args.part in ("throughput", "both"):
+        for name, overrides in throughput_modes(args.actors):
+            rates.append(throughput(name, overrides, args.steps))
+    text = markdown(solved, rates)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
