@@ -123,22 +123,18 @@ class Actor:
             next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
             next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
             _check_finite(next_observ, reward, self.batch_env, self.index)
-            clipped = utility.clip_rewards(reward, cfg.reward_clipping).numpy()
-            done = terminated | truncated
-            self._discounted = self._discounted * cfg.discount + clipped
             steps.append(
                 {
                     "observ": observ,
                     "next_observ": next_observ,
                     "sample": sample,
                     "output": output,
-                    "reward": clipped,
-                    "discounted_return": self._discounted,
+                    "reward": reward,
                     "terminated": terminated,
                     "truncated": truncated,
                 }
             )
-            self._discounted = np.where(done, 0.0, self._discounted)
+            done = terminated | truncated
             episode_return += reward
             episode_length += 1
             observ = next_observ
@@ -151,10 +147,25 @@ class Actor:
                 observ = observ.copy()  # next_observ keeps the final observations.
                 observ[ended] = self.batch_env.reset(ended)
         arrays = {key: np.stack([step[key] for step in steps]) for key in steps[0]}
+        arrays["reward"] = utility.clip_rewards(arrays["reward"], cfg.reward_clipping).numpy()
+        arrays["discounted_return"] = self._discount(arrays)
         log_std = self._policy.log_std
         if log_std is not None:
             arrays["behaviour_log_std"] = log_std
         return Unroll(arrays, self.index, version, returns, lengths), observ
+
+    def _discount(self, arrays) -> np.ndarray:
+        """Each agent's discounted return of clipped rewards after each step [T, B].
+
+        It carries over from the previous unroll and restarts at 0 after episode ends.
+        """
+        discount = self._config.algorithm.discount
+        ended = arrays["terminated"] | arrays["truncated"]  # [T, B]
+        result = np.empty_like(arrays["reward"], np.float64)
+        for t, reward in enumerate(arrays["reward"]):
+            result[t] = self._discounted = self._discounted * discount + reward
+            self._discounted = np.where(ended[t], 0.0, self._discounted)
+        return result
 
 
 class ActorLearner:
