@@ -1,0 +1,216 @@
+"""Training throughput on HalfCheetah-v5: batchrl's `cheetah` PPO beside Stable-Baselines3's.
+
+    python bench/cheetah_sb3.py                            # 100,352 steps each, 2 repeats
+    python bench/cheetah_sb3.py --steps 4096 --repeats 1   # smoke test
+
+Environment steps per second of training, updates included, over `--steps` environment
+steps (rounded up to whole batchrl calls of `env.num_envs * train.steps_per_call` steps,
+which are whole SB3 rollouts too). Each repeat runs both, one after the other in this
+process, SB3 first in even repeats and batchrl first in odd ones. Neither side evaluates.
+
+- `batchrl cheetah`: `batchrl.scripts.train.train` on the `cheetah` config with
+  `train.total_steps` the steps, `train.seed` the repeat, `train.eval_every=0` and
+  `train.checkpoint_every` past the end, in a temporary logdir. The clock runs from the
+  call to the progress hook's report of the last training call: environments, model and
+  graph tracing included; the checkpoint and policy export at the end are not (stderr
+  shows the seconds with them).
+- `SB3 PPO`: SB3's PPO with the config's hyperparameters (`sb3_kwargs`), its environments
+  in a `DummyVecEnv` behind `VecNormalize`, on the CPU with `--torch-threads` threads
+  (default 1: two spin-wait on the shared cores and slow SB3 many times; see
+  docs/benchmarks.md). The clock covers building environments and model, and `learn`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import stable_baselines3
+import tensorflow as tf
+import torch
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+from batchrl.scripts import train as train_script
+from batchrl.tools.config import load_config
+
+CONFIG = "cheetah"
+BATCHRL = f"batchrl {CONFIG}"
+SB3 = "SB3 PPO"
+ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU}
+
+
+def load(steps: int, seed: int):
+    """The `cheetah` config for a run of `steps` environment steps without evaluation."""
+    overrides = [f"train.total_steps={steps}", f"train.seed={seed}", "train.eval_every=0"]
+    overrides.append(f"train.checkpoint_every={steps + 1}")  # None before the end.
+    return load_config(CONFIG, overrides, choices=train_script.CHOICES)
+
+
+def round_steps(steps: int) -> int:
+    """`steps` rounded up to whole batchrl calls and SB3 rollouts."""
+    config = load(steps, 0)
+    cfg = config.train
+    unit = config.env.num_envs * math.lcm(cfg.steps_per_call, config.algorithm.rollout_length)
+    return -(-steps // unit) * unit
+
+
+def linear_schedule(config):
+    """SB3's learning rate for batchrl's linear schedule, update for update.
+
+    batchrl sets update k's rate from the step counter at the start of the training call
+    that holds it, lr * (1 - step / total); SB3 passes 1 - (k + 1) * rollout / total.
+    """
+    algo, total = config.algorithm, config.train.total_steps
+    rollout = config.env.num_envs * algo.rollout_length
+    per_call = config.env.num_envs * config.train.steps_per_call
+
+    def schedule(progress_remaining: float) -> float:
+        update = max(round((1.0 - progress_remaining) * total / rollout) - 1, 0)
+        step = update * rollout // per_call * per_call
+        return algo.learning_rate * max(1.0 - step / total, 0.0)
+
+    return schedule if algo.learning_rate_schedule == "linear" else algo.learning_rate
+
+
+def sb3_kwargs(config) -> dict:
+    """Keyword arguments of SB3's PPO with the hyperparameters of a batchrl PPO config."""
+    algo, num_envs = config.algorithm, config.env.num_envs
+    needed = dict(name="ppo", update_mode="steps", objective="clip", network="feedforward")
+    for key, value in dict(needed, value_clip=0.0, squash_mean=False).items():
+        if algo[key] != value:  # Settings that SB3's PPO has no counterpart for.
+            raise ValueError(f"algorithm.{key}={algo[key]!r}: this benchmark needs {value!r}.")
+    return {
+        "n_steps": algo.rollout_length,
+        "batch_size": num_envs * algo.rollout_length // algo.minibatches,
+        "n_epochs": algo.epochs,
+        "learning_rate": linear_schedule(config),
+        "gamma": algo.discount,
+        "gae_lambda": algo.gae_lambda,
+        "clip_range": algo.clip_ratio,
+        "ent_coef": algo.entropy_coef,
+        # SB3's value loss is the MSE, batchrl's 0.5 * MSE (as CleanRL's).
+        "vf_coef": algo.value_coef / 2,
+        "max_grad_norm": algo.max_grad_norm,
+        "normalize_advantage": algo.normalize_advantage,
+        "policy_kwargs": {
+            "net_arch": {"pi": list(algo.policy_layers), "vf": list(algo.value_layers)},
+            "activation_fn": ACTIVATIONS[algo.activation],
+            "log_std_init": algo.init_log_std,
+        },
+    }
+
+
+def run_sb3(steps: int, seed: int) -> dict:
+    """SB3's PPO for `steps` environment steps; the steps taken and the seconds."""
+    config = load(steps, seed)
+    algo, env_cfg = config.algorithm, config.env
+    limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
+    env_kwargs = {"max_episode_steps": limit} if limit else None
+    start = time.perf_counter()
+    env = make_vec_env(
+        env_cfg.id, env_cfg.num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs
+    )
+    try:
+        env = VecNormalize(  # batchrl's PPO always normalizes observations.
+            env,
+            norm_reward=algo.normalize_reward,
+            clip_obs=algo.observ_clip or np.inf,  # 0 turns batchrl's clipping off.
+            clip_reward=algo.reward_clip or np.inf,
+            gamma=algo.discount,
+        )
+        model = stable_baselines3.PPO(
+            "MlpPolicy", env, seed=seed, device="cpu", **sb3_kwargs(config)
+        )
+        model.learn(steps)
+        seconds = time.perf_counter() - start
+    finally:
+        env.close()
+    return {"method": SB3, "repeat": seed, "steps": model.num_timesteps, "seconds": seconds}
+
+
+def run_batchrl(steps: int, seed: int) -> dict:
+    """batchrl's `train` for `steps` environment steps; the steps taken and the seconds."""
+    marks = []  # The time of each status line; `train` prints one after each training call.
+
+    def progress(text: str, final: bool = False) -> None:
+        if final:
+            print(text, file=sys.stderr)
+        else:
+            marks.append(time.perf_counter())
+
+    config = load(steps, seed)
+    with tempfile.TemporaryDirectory(prefix="cheetah_sb3-") as logdir:
+        start = time.perf_counter()
+        result = train_script.train(config, logdir, progress=progress)
+        total, seconds = time.perf_counter() - start, marks[-1] - start
+    print(f"{BATCHRL}: {total:.1f} s with the final checkpoint and export", file=sys.stderr)
+    return {"method": BATCHRL, "repeat": seed, "steps": result["step"], "seconds": seconds}
+
+
+def versions() -> dict[str, str]:
+    """Python's and the libraries' versions, torch's threads and the number of CPUs."""
+    info = {"python": platform.python_version()}
+    info.update(
+        {m.__name__: m.__version__ for m in (tf, torch, stable_baselines3, gym, mujoco, np)}
+    )
+    return info | {"torch threads": str(torch.get_num_threads()), "cpus": str(os.cpu_count())}
+
+
+def markdown(results: list[dict], info: dict[str, str]) -> str:
+    """The table of runs, the medians and the ratios batchrl ÷ SB3 of steps per second."""
+    rate = {(r["method"], r["repeat"]): r["steps"] / r["seconds"] for r in results}
+    lines = [
+        "| method | repeat | steps | seconds | steps/s | batchrl ÷ SB3 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        ratio = ""
+        if r["method"] == BATCHRL and (SB3, r["repeat"]) in rate:
+            ratio = f"{rate[BATCHRL, r['repeat']] / rate[SB3, r['repeat']]:.2f}"
+        lines.append(
+            f"| {r['method']} | {r['repeat']} | {r['steps']:,} | {r['seconds']:.1f} "
+            f"| {rate[r['method'], r['repeat']]:,.0f} | {ratio} |"
+        )
+    medians = {
+        m: statistics.median(v for (k, _), v in rate.items() if k == m) for m in (SB3, BATCHRL)
+    }
+    lines.append(f"| {SB3} | median | | | {medians[SB3]:,.0f} | |")
+    ratio = medians[BATCHRL] / medians[SB3]
+    lines.append(f"| {BATCHRL} | median | | | {medians[BATCHRL]:,.0f} | {ratio:.2f} |")
+    lines += ["", "Versions: " + ", ".join(f"{key} {value}" for key, value in info.items()) + "."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100_000, help="rounded up; see above")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's default")
+    args = parser.parse_args(argv)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    steps = round_steps(args.steps)
+    info = versions()
+    print(f"{steps:,} steps per run; load average {os.getloadavg()}", file=sys.stderr)
+    results = []
+    for repeat in range(args.repeats):
+        runs = (run_sb3, run_batchrl) if repeat % 2 == 0 else (run_batchrl, run_sb3)
+        for run in runs:
+            results.append(run(steps, repeat))
+            print(results[-1], file=sys.stderr)
+    print(markdown(results, info))
+    print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
