@@ -8,7 +8,7 @@ Part `solve`: for each seed, one method after another (so that a slow moment of 
 shared machine hits every method alike), the train script's `train()` runs
 - `cartpole_impala` (synchronous IMPALA inside `simulate`),
 - `cartpole_impala` with `algorithm.num_actors=2` (asynchronous: two actor threads of 16
-  environments each, in the trainer's process, learner batches of 2 unrolls),
+  environments each, in the trainer's process, one unroll per learner step),
 - `cartpole` (batchrl's PPO),
 each for at most 500k environment steps, evaluating the deterministic policy on 16
 Gymnasium episodes every 10,240 steps. A run stops at its first evaluation >= 475. The
@@ -38,7 +38,10 @@ TARGET = 475.0
 BUDGET = 500_000
 SOLVE_METHODS = {
     "IMPALA sync": ("cartpole_impala", []),
-    "IMPALA async, 2 actors": ("cartpole_impala", ["algorithm.num_actors=2", "env.num_envs=16"]),
+    "IMPALA async, 2 actors": (
+        "cartpole_impala",
+        ["algorithm.num_actors=2", "env.num_envs=16", "algorithm.learner_batch=1"],
+    ),
     "PPO": ("cartpole", []),
 }
 

@@ -234,6 +234,7 @@ def _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress
     next_eval = _next_multiple(int(step), cfg.eval_every) if cfg.eval_every else None
     next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
     first_call = True
+    evaluated_at = None
     try:
         while int(step) < cfg.total_steps:
             if collect.jit_compile:  # Without a default writer: no summary ops to compile.
@@ -259,6 +260,7 @@ def _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress
             if next_eval is not None and int(step) >= next_eval:
                 last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
                 next_eval = _next_multiple(int(step), cfg.eval_every)
+                evaluated_at = int(step)
             if int(step) >= next_checkpoint:
                 manager.save(checkpoint_number=int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
@@ -269,7 +271,7 @@ def _train_loop(config, logdir, algo, collect, eval_env, step, manager, progress
         raise
     if not (manager.latest_checkpoint or "").endswith(f"-{int(step)}"):
         manager.save(checkpoint_number=int(step))
-    if cfg.eval_every:
+    if cfg.eval_every and evaluated_at != int(step):  # A final evaluation, unless just done.
         last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
     export_policy(algo, eval_env.observation_space, logdir / "policy")
     train_writer.flush()
