@@ -89,11 +89,13 @@ class IMPALA(Algorithm):
         self._length = int(cfg.unroll_length)
         self._observ_shape = tuple(batch_env.observation_space.shape)
         self._action_space = batch_env.action_space
-        self._rng = tf.random.Generator.from_seed(seed)
 
-        self.observ_normalizer, self.head, self.policy = _make_policy(
-            cfg, self._observ_shape, batch_env.action_space
-        )
+        # The acting part, the same module an actor copies: normalizer, head and policy
+        # network, and the random stream that samples actions.
+        self.actor = BehaviourPolicy(cfg, self._observ_shape, self._action_space, seed)
+        self.observ_normalizer = self.actor.observ_normalizer
+        self.head = self.actor.head
+        self.policy = self.actor.policy
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
@@ -132,12 +134,11 @@ class IMPALA(Algorithm):
         pass
 
     def perform(self, agent_indices, observ):
-        output = self.policy(self._normalize(observ))  # [K, size]
-        sample = tf.cast(self.head(output).sample(seed=self._seed()), self._sample_dtype)
+        action, sample, output = self.actor.sample(observ)
         rows = agent_indices[:, None]
         self._last_sample.scatter_nd_update(rows, sample)
         self._last_output.scatter_nd_update(rows, output)
-        return self.head.to_env_action(sample)
+        return action
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
@@ -146,8 +147,8 @@ class IMPALA(Algorithm):
             done = tf.logical_or(terminated, truncated)  # [K]
             reward = self.reward_scaler.scale(agent_indices, reward, done)
         step = {
-            "observ": self._normalize(observ),
-            "next_observ": self._normalize(next_observ),
+            "observ": self.actor.normalize(observ),
+            "next_observ": self.actor.normalize(next_observ),
             "sample": tf.gather(self._last_sample, agent_indices),
             "output": tf.gather(self._last_output, agent_indices),
             "reward": reward,
@@ -196,13 +197,13 @@ class IMPALA(Algorithm):
             self.reward_scaler.normalizer.update(tf.reshape(batch["discounted_return"], [-1]))
             reward = self.reward_scaler.normalizer.normalize(reward)
         unroll = dict(batch, reward=reward)
-        unroll["observ"] = self._normalize(observ)
-        unroll["next_observ"] = self._normalize(batch["next_observ"])
+        unroll["observ"] = self.actor.normalize(observ)
+        unroll["next_observ"] = self.actor.normalize(batch["next_observ"])
         self._learn(unroll)
 
     def behaviour_variables(self) -> list[tf.Variable]:
-        """What actors copy into their `BehaviourPolicy`, in its `variables_to_load` order."""
-        return _policy_variables(self.observ_normalizer, self.head, self.policy)
+        """What actors copy into their `BehaviourPolicy`, in the order `load` expects."""
+        return self.actor.acting_variables()
 
     def make_behaviour_policy(self, seed: int) -> BehaviourPolicy:
         """A copy of the acting part of this algorithm for an actor; load weights into it."""
@@ -291,15 +292,6 @@ class IMPALA(Algorithm):
         self.optimizer.learning_rate.assign(rate)
         return rate
 
-    def _normalize(self, observ):
-        if not self._cfg.normalize_observ:
-            return observ
-        return self.observ_normalizer.normalize(observ)
-
-    def _seed(self):
-        """A fresh stateless seed [2] for tensorflow-probability's samplers."""
-        return tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
-
     # Evaluation and export.
 
     def evaluator(self, batch_size: int | None = None) -> Algorithm:
@@ -317,27 +309,34 @@ class IMPALA(Algorithm):
         The deterministic action is the mode of the policy: the argmax of the logits, or
         the Gaussian mean (clipped to the action space).
         """
-        dist = self.head(self.policy(self._normalize(observ)))
-        sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
-        return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
+        if not deterministic:
+            return self.actor.sample(observ)[0]
+        mode = self.head(self.policy(self.actor.normalize(observ))).mode()
+        return self.head.to_env_action(tf.cast(mode, self._sample_dtype))
 
 
 class BehaviourPolicy(tf.Module):
-    """An actor's copy of the learner's policy: it samples actions and keeps the outputs.
+    """The acting part of IMPALA: it samples actions and keeps the network outputs.
 
-    The asynchronous actor-learner runner gives each actor one, loads the learner's
-    weights into it between unrolls (`load`), and records which version acted.
+    The learner acts through one (`IMPALA.actor`); in the asynchronous mode each actor
+    has a copy, loads the learner's weights into it between unrolls (`load`), and records
+    which version acted.
     """
 
     def __init__(self, cfg, observ_shape, action_space, seed: int):
         super().__init__(name="behaviour_policy")
         self._cfg = cfg
-        self.observ_normalizer, self.head, self.policy = _make_policy(
-            cfg, observ_shape, action_space
+        self.observ_normalizer = StreamingNormalizer(
+            observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
         )
+        self.head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
+        self.policy = MLP(
+            cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy", cfg.conv_filters
+        )
+        self.policy(tf.zeros((1,) + tuple(observ_shape)))
         self._sample_dtype = self.head.sample_spec()[1]
         self._rng = tf.random.Generator.from_seed(seed)
-        self._act = tf.function(self._act_graph)
+        self._sample_numpy = tf.function(self.sample)
 
     @property
     def log_std(self):
@@ -345,38 +344,33 @@ class BehaviourPolicy(tf.Module):
         log_std = getattr(self.head, "log_std", None)
         return None if log_std is None else log_std.numpy()
 
+    def acting_variables(self) -> list[tf.Variable]:
+        """The normalizer's, head's and policy network's variables, in `load`'s order."""
+        modules = (self.observ_normalizer, self.head, self.policy)
+        return [variable for module in modules for variable in module.variables]
+
     def load(self, weights) -> None:
-        """Assigns the values of `IMPALA.behaviour_variables()` to this copy."""
-        variables = _policy_variables(self.observ_normalizer, self.head, self.policy)
-        for variable, value in zip(variables, weights, strict=True):
+        """Assigns the values of another copy's `acting_variables()` to this one."""
+        for variable, value in zip(self.acting_variables(), weights, strict=True):
             variable.assign(value)
 
-    def __call__(self, observ):
-        """Samples for raw observations [N, ...]: (environment action, sample, output)."""
-        return tuple(t.numpy() for t in self._act(tf.convert_to_tensor(observ, tf.float32)))
+    def normalize(self, observ):
+        """Observations as the networks see them (normalized if `normalize_observ`)."""
+        if not self._cfg.normalize_observ:
+            return observ
+        return self.observ_normalizer.normalize(observ)
 
-    def _act_graph(self, observ):
-        if self._cfg.normalize_observ:
-            observ = self.observ_normalizer.normalize(observ)
-        output = self.policy(observ)  # [N, size]
+    def sample(self, observ):
+        """Samples for raw observations [N, ...]: (environment action, sample, output)."""
+        output = self.policy(self.normalize(observ))  # [N, size]
         seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
         sample = tf.cast(self.head(output).sample(seed=seed), self._sample_dtype)
         return self.head.to_env_action(sample), sample, output
 
-
-def _make_policy(cfg, observ_shape, action_space):
-    """The acting part of IMPALA: observation normalizer, policy head and policy network."""
-    normalizer = StreamingNormalizer(
-        observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
-    )
-    head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
-    policy = MLP(cfg.policy_layers, head.size, cfg.activation, 0.01, "policy", cfg.conv_filters)
-    policy(tf.zeros((1,) + tuple(observ_shape)))
-    return normalizer, head, policy
-
-
-def _policy_variables(normalizer, head, policy) -> list[tf.Variable]:
-    return list(normalizer.variables) + list(head.variables) + list(policy.variables)
+    def __call__(self, observ):
+        """`sample` as one graph call on NumPy observations, returning NumPy arrays."""
+        observ = tf.convert_to_tensor(observ, tf.float32)
+        return tuple(t.numpy() for t in self._sample_numpy(observ))
 
 
 def _make_optimizer(cfg):

@@ -120,7 +120,7 @@ def test_behaviour_policy_copy_acts_like_the_learner():
     policy.load([variable.numpy() for variable in algo.behaviour_variables()])
     observ = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     _, _, output = policy(observ)
-    np.testing.assert_allclose(output, algo.policy(algo._normalize(observ)), rtol=1e-6)
+    np.testing.assert_allclose(output, algo.policy(algo.actor.normalize(observ)), rtol=1e-6)
     np.testing.assert_allclose(policy.log_std, algo.head.log_std.numpy())
 
 
