@@ -260,3 +260,23 @@ class GroupedBatchEnv(BatchEnv):
 def make_group(constructor: Any, size: int) -> BatchEnv:
     """A `BatchEnv` of `size` environments from `constructor`, stepped in turn."""
     return BatchEnv([constructor() for _ in range(size)], blocking=True)
+
+
+def check_finite(what: str, values: np.ndarray, call: str, indices=None) -> None:
+    """Raises ValueError naming the first environment whose values are NaN or infinite.
+
+    Args:
+      what: what the values are, e.g. 'observation' or 'reward'.
+      values: [N, ...] one row per environment.
+      call: the environment call that returned them, e.g. 'step' or 'reset'.
+      indices: the environment index of each row; None for rows 0 to N - 1.
+    """
+    finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if finite.all():
+        return
+    row = int(np.argmin(finite))
+    index = row if indices is None else int(indices[row])
+    raise ValueError(
+        f"Environment {index} returned a non-finite {what} from {call}(): {values[row]!r}. "
+        "Observations and rewards must be finite numbers."
+    )

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from batchrl.tools.batch_env import check_finite
 from batchrl.tools.in_graph_env import InGraphEnv
 
 
@@ -86,8 +87,8 @@ class InGraphBatchEnv(InGraphEnv):
         packed[:, -2] = terminated
         packed[:, -1] = truncated
         if not np.isfinite(packed).all():
-            _check_finite("observation", packed[:, : self._observ_size], "step")
-            _check_finite("reward", packed[:, -3], "step")
+            check_finite("observation", packed[:, : self._observ_size], "step")
+            check_finite("reward", packed[:, -3], "step")
         return packed
 
     def _reset_numpy(self, indices):
@@ -95,21 +96,8 @@ class InGraphBatchEnv(InGraphEnv):
         if len(indices) == 0:
             return np.zeros((0,) + self._observ_shape, np.float32)
         observ = np.asarray(self._batch_env.reset(indices), np.float32)
-        _check_finite("observation", observ, "reset", indices)
+        check_finite("observation", observ, "reset", indices)
         return observ
-
-
-def _check_finite(what, values, call, indices=None):
-    """Raises ValueError naming the first environment whose values are NaN or infinite."""
-    finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-    if finite.all():
-        return
-    row = int(np.argmin(finite))
-    index = row if indices is None else int(indices[row])
-    raise ValueError(
-        f"Environment {index} returned a non-finite {what} from {call}(): {values[row]!r}. "
-        "Observations and rewards must be finite numbers."
-    )
 
 
 @dataclasses.dataclass

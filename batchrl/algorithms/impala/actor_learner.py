@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.impala import utility
 from batchrl.tools import summary
+from batchrl.tools.batch_env import check_finite
 from batchrl.tools.environments import make_batch_env
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,8 @@ class Actor:
             action, sample, output = self._policy(observ)
             next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
             next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
-            _check_finite(next_observ, reward, self.batch_env, self.index)
+            check_finite("observation", next_observ, "step")
+            check_finite("reward", reward, "step")
             steps.append(
                 {
                     "observ": observ,
@@ -339,13 +341,3 @@ def _concatenate(unrolls: list[Unroll]) -> dict[str, tf.Tensor]:
             value = value.astype(np.float32)
         batch[key] = tf.convert_to_tensor(value)
     return batch
-
-
-def _check_finite(observ, reward, batch_env, actor: int) -> None:
-    bad = ~np.isfinite(reward) | ~np.isfinite(observ.reshape(len(observ), -1)).all(1)
-    if bad.any():
-        index = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"Environment {index} of actor {actor} ({batch_env[index]!r}) returned a "
-            "non-finite observation or reward."
-        )
