@@ -35,14 +35,6 @@ PPO_TAGS = {
 }
 
 
-def event_tags(folder):
-    tags = set()
-    for path in folder.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            tags.update(value.tag for value in event.summary.value)
-    return tags
-
-
 def quiet(*_, **__):
     pass
 
@@ -56,7 +48,7 @@ def quiet(*_, **__):
         ("CartPole-v1", "episodes"),
     ],
 )
-def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode):
+def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode, event_tags):
     overrides = [f"env.id={env_id}", f"algorithm.update_mode={mode}", "train.total_steps=448"]
     if env_id.startswith("batchrl/Mock"):
         overrides.append("env.eval_envs=1")

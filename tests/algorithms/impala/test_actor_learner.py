@@ -211,14 +211,11 @@ def test_too_many_failures_stop_training():
     assert not children()
 
 
-def test_train_script_runs_async_mode_and_leaves_nothing_running(tmp_path):
+def test_train_script_runs_async_mode_and_leaves_nothing_running(tmp_path, event_tags):
     config = async_config(["env.id=CartPole-v1", "env.processes=true", "train.total_steps=512"])
     result = train_script.train(config, tmp_path, progress=lambda *_, **__: None)
     assert result["step"] == 512  # 8 updates of 2 unrolls of 16 steps x 2 environments.
-    tags = set()
-    for path in (tmp_path / "train").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            tags.update(value.tag for value in event.summary.value)
+    tags = event_tags(tmp_path / "train")
     assert {"impala/policy_lag", "impala/policy_lag_max", "impala/total_loss"} <= tags
     assert (tmp_path / "policy").exists()
     assert no_actor_threads()

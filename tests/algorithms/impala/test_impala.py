@@ -175,14 +175,6 @@ def test_steps_per_call_must_be_a_multiple_of_the_unroll_length(overrides, messa
             train_script.check_config(config)
 
 
-def event_tags(folder):
-    tags = set()
-    for path in folder.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            tags.update(value.tag for value in event.summary.value)
-    return tags
-
-
 def quiet(*_, **__):
     pass
 
@@ -206,7 +198,7 @@ def restored_state(logdir, config):
         ("Pendulum-v1", "tensorflow", True),
     ],
 )
-def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit):
+def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit, event_tags):
     overrides = [f"env.id={env_id}", f"env.backend={backend}", f"train.jit_compile={jit}"]
     config = impala_config("debug", overrides + ["train.total_steps=448"])
     result = train_script.train(config, tmp_path, progress=quiet)
