@@ -1,6 +1,7 @@
-"""Training throughput on HalfCheetah-v5: batchrl's `cheetah` PPO beside Stable-Baselines3's.
+"""Training throughput on HalfCheetah-v5: batchrl's PPO beside Stable-Baselines3's, same settings.
 
     python bench/cheetah_sb3.py                            # 100,352 steps each, 2 repeats
+    python bench/cheetah_sb3.py --config mujoco            # CleanRL's settings instead
     python bench/cheetah_sb3.py --steps 4096 --repeats 1   # smoke test
 
 Environment steps per second of training, updates included, over `--steps` environment
@@ -8,7 +9,8 @@ steps (rounded up to whole batchrl calls of `env.num_envs * train.steps_per_call
 which are whole SB3 rollouts too). Each repeat runs both, one after the other in this
 process, SB3 first in even repeats and batchrl first in odd ones. Neither side evaluates.
 
-- `batchrl cheetah`: `batchrl.scripts.train.train` on the `cheetah` config with
+- `batchrl`: `batchrl.scripts.train.train` on the `--config` preset (default `cheetah`,
+  rl-baselines3-zoo's tuned settings; `mujoco` has CleanRL's) with
   `train.total_steps` the steps, `train.seed` the repeat, `train.eval_every=0` and
   `train.checkpoint_every` past the end, in a temporary logdir. The clock runs from the
   call to the progress hook's report of the last training call: environments, model and
@@ -43,22 +45,21 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from batchrl.scripts import train as train_script
 from batchrl.tools.config import load_config
 
-CONFIG = "cheetah"
-BATCHRL = f"batchrl {CONFIG}"
+BATCHRL = "batchrl"
 SB3 = "SB3 PPO"
 ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU}
 
 
-def load(steps: int, seed: int):
-    """The `cheetah` config for a run of `steps` environment steps without evaluation."""
+def load(name: str, steps: int, seed: int):
+    """Config `name` for a run of `steps` environment steps without evaluation."""
     overrides = [f"train.total_steps={steps}", f"train.seed={seed}", "train.eval_every=0"]
     overrides.append(f"train.checkpoint_every={steps + 1}")  # None before the end.
-    return load_config(CONFIG, overrides, choices=train_script.CHOICES)
+    return load_config(name, overrides, choices=train_script.CHOICES)
 
 
-def round_steps(steps: int) -> int:
+def round_steps(name: str, steps: int) -> int:
     """`steps` rounded up to whole batchrl calls and SB3 rollouts."""
-    config = load(steps, 0)
+    config = load(name, steps, 0)
     cfg = config.train
     unit = config.env.num_envs * math.lcm(cfg.steps_per_call, config.algorithm.rollout_length)
     return -(-steps // unit) * unit
@@ -110,9 +111,9 @@ def sb3_kwargs(config) -> dict:
     }
 
 
-def run_sb3(steps: int, seed: int) -> dict:
+def run_sb3(name: str, steps: int, seed: int) -> dict:
     """SB3's PPO for `steps` environment steps; the steps taken and the seconds."""
-    config = load(steps, seed)
+    config = load(name, steps, seed)
     algo, env_cfg = config.algorithm, config.env
     limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
     env_kwargs = {"max_episode_steps": limit} if limit else None
@@ -138,7 +139,7 @@ def run_sb3(steps: int, seed: int) -> dict:
     return {"method": SB3, "repeat": seed, "steps": model.num_timesteps, "seconds": seconds}
 
 
-def run_batchrl(steps: int, seed: int) -> dict:
+def run_batchrl(name: str, steps: int, seed: int) -> dict:
     """batchrl's `train` for `steps` environment steps; the steps taken and the seconds."""
     marks = []  # The time of each status line; `train` prints one after each training call.
 
@@ -148,7 +149,7 @@ def run_batchrl(steps: int, seed: int) -> dict:
         else:
             marks.append(time.perf_counter())
 
-    config = load(steps, seed)
+    config = load(name, steps, seed)
     with tempfile.TemporaryDirectory(prefix="cheetah_sb3-") as logdir:
         start = time.perf_counter()
         result = train_script.train(config, logdir, progress=progress)
@@ -193,20 +194,24 @@ def markdown(results: list[dict], info: dict[str, str]) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="cheetah", help="a PPO preset on HalfCheetah-v5")
     parser.add_argument("--steps", type=int, default=100_000, help="rounded up; see above")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's default")
     args = parser.parse_args(argv)
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    steps = round_steps(args.steps)
+    steps = round_steps(args.config, args.steps)
     info = versions()
-    print(f"{steps:,} steps per run; load average {os.getloadavg()}", file=sys.stderr)
+    print(
+        f"--config={args.config}, {steps:,} steps per run; load average {os.getloadavg()}",
+        file=sys.stderr,
+    )
     results = []
     for repeat in range(args.repeats):
         runs = (run_sb3, run_batchrl) if repeat % 2 == 0 else (run_batchrl, run_sb3)
         for run in runs:
-            results.append(run(steps, repeat))
+            results.append(run(args.config, steps, repeat))
             print(results[-1], file=sys.stderr)
     print(markdown(results, info))
     print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
