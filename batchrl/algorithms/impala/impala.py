@@ -57,6 +57,10 @@ class IMPALA(Algorithm):
     importance weights are computed anyway, so that the learner stays correct if acting
     and learning are ever decoupled.
 
+    Control flow is explicit (`tf.cond`), and the interface methods and `learn` are
+    marked `do_not_convert`: autograph's rewriting of them took 5 of the 6 s that
+    tracing a `cartpole_impala` training call took.
+
     `perform` and `experience` expect every agent in every call, as `simulate` does.
     """
 
@@ -130,9 +134,11 @@ class IMPALA(Algorithm):
 
     # Act.
 
+    @tf.autograph.experimental.do_not_convert
     def begin_episodes(self, agent_indices):
         pass
 
+    @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         action, sample, output = self.actor.sample(observ)
         rows = agent_indices[:, None]
@@ -140,6 +146,7 @@ class IMPALA(Algorithm):
         self._last_output.scatter_nd_update(rows, output)
         return action
 
+    @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
         reward = utility.clip_rewards(reward, self._cfg.reward_clipping)  # [K]
@@ -169,11 +176,13 @@ class IMPALA(Algorithm):
 
         tf.cond(self._unroll_step >= self._length, learn, lambda: None)
 
+    @tf.autograph.experimental.do_not_convert
     def end_episodes(self, agent_indices):
         pass
 
     # Targets and update.
 
+    @tf.autograph.experimental.do_not_convert
     def learn(self, batch: dict[str, tf.Tensor]) -> None:
         """One learner step on a batch of unrolls that actors collected (asynchronous mode).
 
