@@ -1,0 +1,65 @@
+"""Start-up cost of a training call: tracing, the first call and a later one.
+
+    python bench/tracing.py                        # pendulum and cartpole_impala
+    python bench/tracing.py cheetah --set env.num_envs=4
+
+For each config, builds the environments and the algorithm as the train script does and
+times, in seconds: `trace`, tracing the `simulate` call of `train.steps_per_call` steps
+into a graph (Python: autograph and op construction); `first`, the first call (graph
+optimization, then the steps and any update); `second`, the next call (the steady cost).
+`trace + first` is what the train script reports as its first training call, less
+environment and model construction. Summaries go to a temporary folder, as in training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import tensorflow as tf
+
+from batchrl.scripts import train as train_script
+from batchrl.tools import simulate
+from batchrl.tools.config import load_config
+from batchrl.tools.environments import make_in_graph_env
+
+
+def measure(name: str, overrides: list[str]) -> dict[str, float]:
+    """Seconds to trace, to run the first call and to run the second, for config `name`."""
+    config = load_config(name, overrides, choices=train_script.CHOICES)
+    step = tf.Variable(0, dtype=tf.int64)
+    env = make_in_graph_env(config.env, config.env.num_envs, config.train.seed)
+    try:
+        algo = train_script.make_algorithm(config, env, step)
+        steps = config.train.steps_per_call
+        call = tf.function(lambda: simulate(env, algo, log=True, steps=steps))
+        times = {}
+        with tempfile.TemporaryDirectory() as logdir:
+            with tf.summary.create_file_writer(logdir).as_default(step=step):
+                start = time.perf_counter()
+                call.get_concrete_function()
+                times["trace"] = time.perf_counter() - start
+                for key in ("first", "second"):
+                    start = time.perf_counter()
+                    call()
+                    times[key] = time.perf_counter() - start
+        return times
+    finally:
+        env.close()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="*", default=["pendulum", "cartpole_impala"])
+    parser.add_argument("--set", action="append", default=[], help="an override, as in train")
+    args = parser.parse_args(argv)
+    print("| config | trace | first call | second call |")
+    print("|---|---:|---:|---:|")
+    for name in args.configs:
+        times = measure(name, args.set)
+        print(f"| `{name}` | {times['trace']:.1f} | {times['first']:.1f} | {times['second']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
