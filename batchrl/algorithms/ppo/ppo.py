@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util  # No public API tells an XLA context.
 
 from batchrl.algorithms.base import Algorithm
 from batchrl.algorithms.ppo import utility
@@ -121,6 +122,12 @@ class PPO(Algorithm):
         )
         self.optimizer = tf.keras.optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
         self.optimizer.build(self._trainable)
+        # XLA fuses the many small ops of a minibatch step (layers, losses, clipping and
+        # Adam); in update_mode 'episodes' the minibatch shape changes with every update,
+        # and XLA would compile again each time.
+        self._jit_minibatch = None
+        if cfg.jit_update and cfg.update_mode == "steps":
+            self._jit_minibatch = tf.function(self._train_minibatch, jit_compile=True)
         self.penalty = tf.Variable(float(cfg.kl_init_penalty), trainable=False, name="penalty")
         self._discounted_return = tf.Variable(tf.zeros([self._batch_size]), trainable=False)
 
@@ -346,13 +353,18 @@ class PPO(Algorithm):
         size = tf.maximum(total // cfg.minibatches, 1)
         axis = 0 if states is None else 1
         self._set_learning_rate()
+        train_minibatch = self._train_minibatch
+        # Inside a call that XLA already compiles, the nested XLA function is not needed,
+        # and TensorFlow 2.21 computes wrong minibatches with it (tests/algorithms/ppo/test_xla.py).
+        if self._jit_minibatch is not None and not _in_xla_context():
+            train_minibatch = self._jit_minibatch
 
         def minibatch_step(index, order, metrics):
             indices = order[index * size : (index + 1) * size]
             minibatch = {key: tf.gather(v, indices, axis=axis) for key, v in batch.items()}
             if states is not None:
                 minibatch["state"] = tf.gather(states, indices)
-            new = self._train_minibatch(minibatch, old_log_std)
+            new = train_minibatch(minibatch, old_log_std)
             return index + 1, order, {name: metrics[name] + new[name] for name in METRICS}
 
         def epoch(count, metrics):
@@ -524,6 +536,11 @@ class _Evaluator(Algorithm):
 
 def _zeros(shape, dtype=tf.float32):
     return tf.Variable(tf.zeros(shape, dtype), trainable=False)
+
+
+def _in_xla_context() -> bool:
+    """Whether the graph being built is compiled with XLA (`jit_compile=True`)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _swap(rank):

@@ -23,17 +23,19 @@ from batchrl.tools.config import load_config
 RTOL, ATOL = 1e-4, 1e-4
 
 
-def _make(rollout_length):
+def _make(rollout_length, minibatches=1, jit_update=True, objective="clip"):
     tf.keras.utils.set_random_seed(0)  # The same initial weights in every call.
     config = load_config(
         "pendulum_tf",
         [
             "env.num_envs=4",
             f"algorithm.rollout_length={rollout_length}",
-            "algorithm.minibatches=1",
+            f"algorithm.minibatches={minibatches}",
             "algorithm.epochs=3",
             "algorithm.policy_layers=[32, 32]",
             "algorithm.value_layers=[32, 32]",
+            f"algorithm.jit_update={str(jit_update).lower()}",
+            f"algorithm.objective={objective}",
         ],
         choices=CHOICES,
     )
@@ -46,21 +48,22 @@ def _weights(algo):
     return [variable.numpy() for variable in algo.trainable_variables]
 
 
+def _collect_and_update(jit_compile, **kwargs):
+    """Initial weights, weights after one update, and the KL penalty coefficient."""
+    env, algo = _make(rollout_length=32, **kwargs)
+    # 31 steps fill all but the last row of the rollout, without an update.
+    tf.function(lambda: simulate(env, algo, steps=31))()
+    before = _weights(algo)
+    algo._memory_length.assign(tf.fill([algo._slots], 31))
+    tf.function(lambda: algo._update(algo._slots), jit_compile=jit_compile)()
+    return before, _weights(algo), algo.penalty.numpy()
+
+
 @pytest.mark.parametrize("objective", ["clip", "kl_penalty"])
 def test_compiled_update_matches_graph_update(objective):
-    results = []
-    for jit in (False, True):
-        env, algo = _make(rollout_length=32)
-        # 31 steps fill all but the last row of the rollout, without an update.
-        tf.function(lambda env=env, algo=algo: simulate(env, algo, steps=31))()
-        before = _weights(algo)
-        algo._memory_length.assign(tf.fill([algo._slots], 31))
-
-        def update(algo=algo):
-            algo._update(algo._slots)
-
-        tf.function(update, jit_compile=jit)()
-        results.append((before, _weights(algo), algo.penalty.numpy()))
+    results = [
+        _collect_and_update(jit, jit_update=False, objective=objective) for jit in (False, True)
+    ]
     (before_graph, graph, penalty_graph), (before_xla, xla, penalty_xla) = results
     for a, b in zip(before_graph, before_xla, strict=True):
         np.testing.assert_array_equal(a, b)  # The same start.
@@ -84,3 +87,19 @@ def test_compiled_rollout_of_the_deterministic_policy_matches_graph_rollout():
         returns.append((env.episode_return.numpy(), env.observ.numpy()))
     np.testing.assert_allclose(returns[0][0], returns[1][0], rtol=RTOL, atol=1e-3)
     np.testing.assert_allclose(returns[0][1], returns[1][1], rtol=RTOL, atol=1e-4)
+
+
+@pytest.mark.parametrize("outer_jit", [False, True])
+def test_xla_minibatch_steps_match_graph_minibatch_steps(outer_jit):
+    # Four minibatches, so a wrong slice of the shuffled rows would show. Each pair of runs
+    # draws the same shuffle: both in graph mode or both under XLA. Inside a call that XLA
+    # compiles, TensorFlow 2.21 gathers wrong minibatches in a nested jit_compile function;
+    # PPO must not nest one there.
+    (before_a, graph, _), (before_b, jit, _) = [
+        _collect_and_update(outer_jit, minibatches=4, jit_update=jit_update)
+        for jit_update in (False, True)
+    ]
+    for a, b in zip(before_a, before_b, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(graph, jit, strict=True):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
