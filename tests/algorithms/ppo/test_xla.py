@@ -23,7 +23,7 @@ from batchrl.tools.config import load_config
 RTOL, ATOL = 1e-4, 1e-4
 
 
-def _make(rollout_length, minibatches=1, jit_update=True, objective="clip"):
+def _make(rollout_length, minibatches=1, jit_update=True, objective="clip", network="feedforward"):
     tf.keras.utils.set_random_seed(0)  # The same initial weights in every call.
     config = load_config(
         "pendulum_tf",
@@ -36,6 +36,7 @@ def _make(rollout_length, minibatches=1, jit_update=True, objective="clip"):
             "algorithm.value_layers=[32, 32]",
             f"algorithm.jit_update={str(jit_update).lower()}",
             f"algorithm.objective={objective}",
+            f"algorithm.network={network}",
         ],
         choices=CHOICES,
     )
@@ -89,14 +90,16 @@ def test_compiled_rollout_of_the_deterministic_policy_matches_graph_rollout():
     np.testing.assert_allclose(returns[0][1], returns[1][1], rtol=RTOL, atol=1e-4)
 
 
-@pytest.mark.parametrize("outer_jit", [False, True])
-def test_xla_minibatch_steps_match_graph_minibatch_steps(outer_jit):
+@pytest.mark.parametrize(
+    "outer_jit, network", [(False, "feedforward"), (True, "feedforward"), (False, "gru")]
+)
+def test_xla_minibatch_steps_match_graph_minibatch_steps(outer_jit, network):
     # Four minibatches, so a wrong slice of the shuffled rows would show. Each pair of runs
     # draws the same shuffle: both in graph mode or both under XLA. Inside a call that XLA
     # compiles, TensorFlow 2.21 gathers wrong minibatches in a nested jit_compile function;
     # PPO must not nest one there.
     (before_a, graph, _), (before_b, jit, _) = [
-        _collect_and_update(outer_jit, minibatches=4, jit_update=jit_update)
+        _collect_and_update(outer_jit, minibatches=4, jit_update=jit_update, network=network)
         for jit_update in (False, True)
     ]
     for a, b in zip(before_a, before_b, strict=True):
