@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms import Algorithm
+from batchrl.core import Algorithm
 from batchrl.tools import (
     BatchEnv,
     ExternalProcess,

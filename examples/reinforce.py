@@ -7,7 +7,7 @@ import gymnasium as gym
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from batchrl.algorithms import Algorithm
+from batchrl.core import Algorithm
 from batchrl.tools import BatchEnv, InGraphBatchEnv, simulate
 from batchrl.tools.networks import MLP
 

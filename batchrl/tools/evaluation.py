@@ -7,7 +7,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.base import Algorithm
+from batchrl.core import Algorithm
 from batchrl.tools import summary
 from batchrl.tools.simulate import simulate
 

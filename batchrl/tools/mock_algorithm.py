@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.base import Algorithm
+from batchrl.core import Algorithm
 from batchrl.tools.in_graph_env import action_dtype
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batchrl.algorithms.base import Algorithm
+from batchrl.core import Algorithm
 
 
 class PolicyEvaluator(Algorithm):

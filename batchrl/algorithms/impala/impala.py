@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchrl.algorithms.base import Algorithm
 from batchrl.algorithms.impala import utility, vtrace
+from batchrl.core import Algorithm
 from batchrl.tools import summary
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.networks import MLP, PolicyHead, batch_apply

@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # No public API tells an XLA context.
 
-from batchrl.algorithms.base import Algorithm
 from batchrl.algorithms.ppo import utility
+from batchrl.core import Algorithm
 from batchrl.tools import summary
 from batchrl.tools.config import check_choice
 from batchrl.tools.networks import MLP, PolicyHead

@@ -1,4 +1,4 @@
-"""The interface between `simulate` and a batched reinforcement-learning algorithm."""
+"""The declared interfaces between the layers: Algorithm, Policy, Learner, Trainer."""
 
 from __future__ import annotations
 
