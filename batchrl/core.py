@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import tensorflow as tf
 
@@ -32,7 +33,22 @@ class Algorithm(tf.Module, abc.ABC):
     Every method is called inside `tf.function`, so it must be written with TensorFlow
     ops; state that lives across calls belongs in `tf.Variable`s. Summaries written with
     `tf.summary` are recorded when `simulate` is called with `log=True`.
+
+    The train script (`algorithm.name=package.module:Class`) builds an algorithm as
+    `Class(batch_env, config, step, seed=config.train.seed)`, where `step` is the int64
+    variable of environment steps, and checkpoints it with `tf.train.Checkpoint`; it
+    evaluates and exports it when it is also a `Policy`. Its keys live in the config
+    section `config_section`: a section of `default.yaml`, or `config_defaults` (key ->
+    default, the schema of a section of your own). `check_config` rejects bad values
+    when the config loads, before anything is built or written.
     """
+
+    config_section: str | None = None
+    config_defaults: dict[str, Any] | None = None
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Raises `batchrl.tools.ConfigError` for values of its section it cannot train with."""
 
     @abc.abstractmethod
     def begin_episodes(self, agent_indices: tf.Tensor) -> None:
@@ -69,3 +85,131 @@ class Algorithm(tf.Module, abc.ABC):
     @abc.abstractmethod
     def end_episodes(self, agent_indices: tf.Tensor) -> None:
         """Ends the episodes of the agents at int32 `agent_indices` [K]."""
+
+
+class Policy(abc.ABC):
+    """What evaluation, export and videos use of a trained algorithm: its actions.
+
+    The train loop evaluates a `Policy` through `batchrl.tools.PolicyEvaluator`, exports it
+    with `batchrl.tools.export_policy` and `visualize` renders it:
+
+        if policy.recurrent:
+            state = policy.initial_state(N)                          # [N, S]
+            action, state = policy.act_recurrent(observ, state)      # [N, ...], [N, S]
+        else:
+            action = policy.act(observ)                              # [N, ...]
+
+    Observations are raw (the policy applies its own normalization) and actions are what
+    the environment takes. Methods are called inside `tf.function`.
+    """
+
+    recurrent: bool = False
+
+    @abc.abstractmethod
+    def act(self, observ: tf.Tensor, deterministic: bool = True) -> tf.Tensor:
+        """Environment actions [N, ...] for raw observations [N, ...] (feed-forward)."""
+
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """The state [N, S] of a recurrent policy at the start of an episode."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent.")
+
+    def act_recurrent(self, observ, state, deterministic: bool = True):
+        """Actions [N, ...] and new states [N, S] for raw observations and states."""
+        raise NotImplementedError(f"{type(self).__name__} is not recurrent.")
+
+
+class BehaviourPolicy(abc.ABC):
+    """A learner's acting part, copied to actors that collect unrolls elsewhere.
+
+    An actor (a thread of `batchrl.runners.threads`, or a remote worker) drives it so:
+
+        policy = learner.make_behaviour_policy(seed)
+        while True:
+            policy.load(latest_weights)                   # learner.behaviour_variables()
+            for t in range(T):
+                action, sample, output = policy(observ)   # NumPy [B, ...] each
+                ...step the environments, keep the transition...
+            unroll = policy.finish_unroll(arrays)         # [T, B, ...] -> what learn() takes
+    """
+
+    @abc.abstractmethod
+    def __call__(self, observ) -> tuple[Any, Any, Any]:
+        """(environment action, raw sample, network output) for NumPy observations [B, ...]."""
+
+    @abc.abstractmethod
+    def load(self, weights) -> None:
+        """Assigns the values of the learner's `behaviour_variables()`, in order."""
+
+    def finish_unroll(self, arrays: dict) -> dict:
+        """Completes an unroll of time-major arrays [T, B, ...] for the learner; default: as is."""
+        return arrays
+
+
+class Learner(abc.ABC):
+    """Learns from batches of experience collected elsewhere.
+
+    A runner that separates acting from learning drives it so:
+
+        policies = [learner.make_behaviour_policy(seed=i) for i in range(num_actors)]
+        while training:
+            batch = next_batch_of_unrolls()      # time-major [T, B, ...], from the actors
+            learner.learn(batch)
+            publish([v.numpy() for v in learner.behaviour_variables()])
+
+    `learn` alone is what an algorithm's own update calls; the other two methods are
+    needed only by runners with actors (runner `threads`), and a learner without them
+    cannot be run there.
+    """
+
+    @abc.abstractmethod
+    def learn(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """One update on a batch of time-major tensors [T, B, ...]; returns its metrics."""
+
+    def behaviour_variables(self) -> list[tf.Variable]:
+        """The variables actors copy into their behaviour policies, in `load`'s order."""
+        raise NotImplementedError(f"{type(self).__name__} has no behaviour policy for actors.")
+
+    def make_behaviour_policy(self, seed: int) -> BehaviourPolicy:
+        """A new copy of the acting part, for one actor."""
+        raise NotImplementedError(f"{type(self).__name__} has no behaviour policy for actors.")
+
+
+class Trainer(abc.ABC):
+    """One unit of training work per call, however it is spread (a runner).
+
+    The train loop (`batchrl.tools.train_loop`) drives it and owns counters, summaries,
+    evaluation and checkpoints:
+
+        with trainer:
+            while step < total_steps:
+                env_steps, stats = trainer.step()     # one graph call, or one learner update
+                step += env_steps
+                ...summaries, evaluation, checkpoints...
+
+    Attributes:
+      in_graph_logging: `step` writes `simulate/*` summaries itself; otherwise the loop
+        writes them from the returned statistics.
+      jit_compile: `step` is an XLA computation, which records no summaries, so the
+        loop calls it without a default summary writer.
+    """
+
+    in_graph_logging: bool = False
+    jit_compile: bool = False
+
+    @abc.abstractmethod
+    def step(self) -> tuple[int, dict[str, Any]]:
+        """Trains; returns the environment steps taken and the finished-episode statistics.
+
+        The statistics hold `episodes`, `mean_return` and `mean_length` (NaN when no
+        episode finished), as `simulate` returns them.
+        """
+
+    def close(self) -> None:
+        """Stops whatever the trainer started (threads, processes); safe to call twice."""
+        return None
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

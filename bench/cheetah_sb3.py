@@ -42,8 +42,8 @@ import torch
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from batchrl.scripts import train as train_script
-from batchrl.tools.config import load_config
+from batchrl.runners import train
+from batchrl.tools import load_run_config
 
 BATCHRL = "batchrl"
 SB3 = "SB3 PPO"
@@ -54,14 +54,14 @@ def load(name: str, steps: int, seed: int):
     """Config `name` for a run of `steps` environment steps without evaluation."""
     overrides = [f"train.total_steps={steps}", f"train.seed={seed}", "train.eval_every=0"]
     overrides.append(f"train.checkpoint_every={steps + 1}")  # None before the end.
-    return load_config(name, overrides, choices=train_script.CHOICES)
+    return load_run_config(name, overrides)
 
 
 def round_steps(name: str, steps: int) -> int:
     """`steps` rounded up to whole batchrl calls and SB3 rollouts."""
     config = load(name, steps, 0)
     cfg = config.train
-    unit = config.env.num_envs * math.lcm(cfg.steps_per_call, config.algorithm.rollout_length)
+    unit = config.env.num_envs * math.lcm(cfg.steps_per_call, config.ppo.rollout_length)
     return -(-steps // unit) * unit
 
 
@@ -152,7 +152,7 @@ def run_batchrl(name: str, steps: int, seed: int) -> dict:
     config = load(name, steps, seed)
     with tempfile.TemporaryDirectory(prefix="cheetah_sb3-") as logdir:
         start = time.perf_counter()
-        result = train_script.train(config, logdir, progress=progress)
+        result = train(config, logdir, progress=progress)
         total, seconds = time.perf_counter() - start, marks[-1] - start
     print(f"{BATCHRL}: {total:.1f} s with the final checkpoint and export", file=sys.stderr)
     return {"method": BATCHRL, "repeat": seed, "steps": result["step"], "seconds": seconds}

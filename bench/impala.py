@@ -7,7 +7,7 @@
 Part `solve`: for each seed, one method after another (so that a slow moment of this
 shared machine hits every method alike), the train script's `train()` runs
 - `cartpole_impala` (synchronous IMPALA inside `simulate`),
-- `cartpole_impala` with `algorithm.num_actors=2` (asynchronous: two actor threads of 16
+- `cartpole_impala` with `threads.num_actors=2` (asynchronous: two actor threads of 16
   environments each, in the trainer's process, one unroll per learner step),
 - `cartpole` (batchrl's PPO),
 each for at most 500k environment steps, evaluating the deterministic policy on 16
@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchrl.scripts import train as train_script
-from batchrl.tools import load_config
+from batchrl.runners import train
+from batchrl.tools import load_run_config
 
 TARGET = 475.0
 BUDGET = 500_000
@@ -40,7 +40,7 @@ SOLVE_METHODS = {
     "IMPALA sync": ("cartpole_impala", []),
     "IMPALA async, 2 actors": (
         "cartpole_impala",
-        ["algorithm.num_actors=2", "env.num_envs=16", "algorithm.learner_batch=1"],
+        ["threads.num_actors=2", "env.num_envs=16", "threads.learner_batch=1"],
     ),
     "PPO": ("cartpole", []),
 }
@@ -59,7 +59,7 @@ def solve(method: str, seed: int) -> dict:
         "train.eval_episodes=16",
         "train.checkpoint_every=1000000",
     ]
-    config = load_config(preset, overrides, choices=train_script.CHOICES)
+    config = load_run_config(preset, overrides)
     record = {"method": method, "seed": seed, "steps": None, "seconds": None, "evals": []}
 
     def progress(text, final=False):
@@ -76,7 +76,7 @@ def solve(method: str, seed: int) -> dict:
     start = time.time()
     with tempfile.TemporaryDirectory() as logdir:
         try:
-            train_script.train(config, logdir, progress=progress)
+            train(config, logdir, progress=progress)
         except Solved:
             pass
     record["total_seconds"] = time.time() - start
@@ -86,10 +86,10 @@ def solve(method: str, seed: int) -> dict:
 
 def throughput(name: str, overrides: list[str], steps: int) -> dict:
     overrides = overrides + [f"train.total_steps={steps}", "train.eval_every=0"]
-    config = load_config("cartpole_impala", overrides, choices=train_script.CHOICES)
+    config = load_run_config("cartpole_impala", overrides)
     start = time.time()
     with tempfile.TemporaryDirectory() as logdir:
-        result = train_script.train(config, logdir, progress=lambda *_, **__: None)
+        result = train(config, logdir, progress=lambda *_, **__: None)
     seconds = time.time() - start
     record = {"mode": name, "steps": result["step"], "seconds": seconds}
     record["rate"] = result["step"] / seconds
@@ -101,7 +101,7 @@ def throughput_modes(actors: list[int]) -> list[tuple[str, list[str]]]:
     modes = [("sync, 32 envs in-process", [])]
     for count in actors:
         per_actor = 32 // count
-        common = [f"algorithm.num_actors={count}", f"env.num_envs={per_actor}"]
+        common = [f"threads.num_actors={count}", f"env.num_envs={per_actor}"]
         modes.append((f"async, {count} x {per_actor} envs in-thread", common))
         modes.append(
             (f"async, {count} x {per_actor} envs in workers", common + ["env.processes=true"])

@@ -47,8 +47,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from batchrl.scripts.train import CHOICES, check_config, make_algorithm
-from batchrl.tools import InGraphBatchEnv, simulate
-from batchrl.tools.config import load_config
+from batchrl.tools import InGraphBatchEnv, load_run_config, simulate
 from batchrl.tools.environments import make_batch_env, make_in_graph_env
 from batchrl.tools.evaluation import Evaluation
 
@@ -205,7 +204,7 @@ def run_batchrl(name: str, seed: int, args) -> dict:
     overrides = [f"train.seed={seed}"]
     if args.batchrl_steps:
         overrides.append(f"train.total_steps={args.batchrl_steps}")
-    config = load_config(name, overrides, choices=CHOICES)
+    config = load_run_config(name, overrides, choices=CHOICES)
     check_config(config)
     cfg = config.train
     # As train(): Python's, NumPy's, TensorFlow's and Keras's seeds.

@@ -7,7 +7,7 @@ For each config, builds PPO on the config's environment spaces and batch size, f
 rollout memory with standard normal numbers (the update's cost does not depend on the
 values), and times whole updates (advantages, `epochs` x `minibatches` gradient steps,
 KL and summaries into a temporary folder) in a `tf.function`, as the train script runs
-them at the end of each rollout: `algorithm.jit_update=false` (graph mode) and `true`
+them at the end of each rollout: `ppo.jit_update=false` (graph mode) and `true`
 (each minibatch step one XLA cluster), alternating, `--repeats` rounds of `--updates`
 updates each. `first` is the first call of each: tracing, graph optimization and, with
 XLA, compilation. Environments are not stepped.
@@ -23,15 +23,13 @@ import time
 import tensorflow as tf
 
 from batchrl.scripts import train as train_script
-from batchrl.tools.config import load_config
+from batchrl.tools import load_run_config
 from batchrl.tools.environments import make_in_graph_env
 
 
 def build(name: str, jit_update: bool):
     """PPO for config `name` with a full rollout memory, and its update as a tf.function."""
-    config = load_config(
-        name, [f"algorithm.jit_update={str(jit_update).lower()}"], choices=train_script.CHOICES
-    )
+    config = load_run_config(name, [f"ppo.jit_update={str(jit_update).lower()}"])
     tf.keras.utils.set_random_seed(0)
     env = make_in_graph_env(config.env, config.env.num_envs, 0)
     try:

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.core import Algorithm
+from batchrl.networks import MLP
 from batchrl.tools import (
     BatchEnv,
     ExternalProcess,
@@ -44,7 +45,6 @@ from batchrl.tools import (
     make_group,
     simulate,
 )
-from batchrl.tools.networks import MLP
 
 COLUMNS = ("vector", "simulate/1", "simulate/100", "2 workers/100", "in-process/100")
 

@@ -20,14 +20,13 @@ import time
 import tensorflow as tf
 
 from batchrl.scripts import train as train_script
-from batchrl.tools import simulate
-from batchrl.tools.config import load_config
+from batchrl.tools import load_run_config, simulate
 from batchrl.tools.environments import make_in_graph_env
 
 
 def measure(name: str, overrides: list[str]) -> dict[str, float]:
     """Seconds to trace, to run the first call and to run the second, for config `name`."""
-    config = load_config(name, overrides, choices=train_script.CHOICES)
+    config = load_run_config(name, overrides)
     step = tf.Variable(0, dtype=tf.int64)
     env = make_in_graph_env(config.env, config.env.num_envs, config.train.seed)
     try:

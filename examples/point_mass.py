@@ -77,14 +77,14 @@ class PointMass(InGraphEnv):
 def main(total_steps: int = 65536, batch_size: int = 64, jit_compile: bool = True):
     """Trains PPO on PointMass; returns the mean training return of each call."""
     from batchrl.algorithms import PPO
-    from batchrl.tools import load_config, simulate
+    from batchrl.tools import load_run_config, simulate
 
-    config = load_config(
+    config = load_run_config(
         "default",
         [
-            "algorithm.rollout_length=64",
-            "algorithm.minibatches=8",
-            "algorithm.learning_rate=1e-3",
+            "ppo.rollout_length=64",
+            "ppo.minibatches=8",
+            "ppo.learning_rate=1e-3",
             f"train.total_steps={total_steps}",
         ],
     )

@@ -8,8 +8,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from batchrl.core import Algorithm
+from batchrl.networks import MLP
 from batchrl.tools import BatchEnv, InGraphBatchEnv, simulate
-from batchrl.tools.networks import MLP
 
 
 class Reinforce(Algorithm):

@@ -1,4 +1,4 @@
-"""Batched algorithms and the interface they implement."""
+"""The algorithms: one folder each, each a learner with a public `learn(batch)`."""
 
 from batchrl.algorithms.impala import IMPALA
 from batchrl.algorithms.ppo import PPO

@@ -13,10 +13,11 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.scripts.train import CHOICES, make_algorithm
-from batchrl.tools.config import Config, ConfigError, load_resolved_config
+from batchrl.runners.train import make_algorithm
+from batchrl.tools.config import Config, ConfigError
 from batchrl.tools.environments import make_env
 from batchrl.tools.external_process import ExternalProcess, ExternalProcessError
+from batchrl.tools.run_config import load_saved_run_config
 from batchrl.tools.video import (
     FORMATS,
     RenderError,
@@ -126,7 +127,7 @@ class _RecurrentPolicy:
     """One observation at a time with a recurrent policy's state; `reset` starts an episode."""
 
     def __init__(self, algo, observ_spec, convert):
-        state_spec = tf.TensorSpec([1, algo.policy.state_size], tf.float32)
+        state_spec = tf.TensorSpec([1, algo.initial_state(1).shape[-1]], tf.float32)
         self._act = tf.function(
             lambda observ, state: algo.act_recurrent(observ[None], state, deterministic=True),
             input_signature=[observ_spec, state_spec],
@@ -189,7 +190,7 @@ def visualize(
     path = logdir / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: is {logdir} the logdir of a run?")
-    config = load_resolved_config(path, choices=CHOICES)
+    config = load_saved_run_config(path)
     checkpoint = find_checkpoint(logdir, checkpoint)
     configure_offscreen_rendering()  # The worker inherits MUJOCO_GL and imports MuJoCo.
     # The environment renders in a worker process without TensorFlow: Mesa's software

@@ -1,4 +1,4 @@
-"""Read-only configs built from YAML presets in `configs/` plus command-line overrides."""
+"""Read-only configs built from YAML presets in `batchrl/configs/` plus command-line overrides."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import io
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,13 @@ _RESERVED = frozenset(name for name in dir(Config) if not name.startswith("_"))
 
 
 def default_config_dir() -> Path:
-    """The repository's `configs/` folder, next to the `batchrl` package."""
-    return Path(batchrl.__file__).parent.parent / "configs"
+    """The presets shipped with the package: `batchrl/configs/` (package data)."""
+    return Path(batchrl.__file__).parent / "configs"
+
+
+# What `validate` receives besides the config: dotted key -> the file or override that
+# set its value (the default file for keys nobody set).
+Sources = Mapping[str, str]
 
 
 def load_config(
@@ -123,6 +128,9 @@ def load_config(
     overrides: Iterable[str] = (),
     config_dir: str | os.PathLike | None = None,
     choices: Mapping[str, Iterable[Any]] | None = None,
+    sections: Mapping[str, Mapping[str, Any]] | None = None,
+    moved: Mapping[str, str] | None = None,
+    validate: Callable[[Config, Sources], None] | None = None,
 ) -> Config:
     """Builds a config from `default.yaml`, a chain of presets and overrides.
 
@@ -144,6 +152,12 @@ def load_config(
             `default_config_dir()`.
         choices: Optional map from dotted keys to their allowed values, e.g.
             `{'algorithm.objective': ['kl_penalty', 'clip']}`.
+        sections: Further sections of the schema, name -> {key: default}, e.g. the
+            section of a user's own algorithm.
+        moved: Keys that no longer exist, dotted old key -> where it went; setting one
+            raises a ConfigError that says so.
+        validate: Called with the config and where each key's value came from; raises
+            ConfigError for values no type or choice rules out.
 
     Returns:
         The resolved, read-only config.
@@ -154,18 +168,64 @@ def load_config(
             YAML or a cycle of `base:` presets.
     """
     config_dir = _as_dir(config_dir)
-    schema = _load_schema(config_dir)
+    schema = _load_schema(config_dir, sections)
     values, sources = _defaults(schema, config_dir)
     for path, tree in _preset_chain(name_or_path, config_dir):
-        _merge(values, tree, schema, str(path), (), sources)
+        _merge(values, tree, schema, str(path), (), sources, moved)
     for override in overrides:
         key, value = _parse_override(override)
         tree = value
         for part in reversed(key.split(".")):
             tree = {part: tree}
-        _merge(values, tree, schema, f"override {override!r}", (), sources)
+        _merge(values, tree, schema, f"override {override!r}", (), sources, moved)
     _check_choices(values, choices, sources)
-    return Config(values)
+    config = Config(values)
+    if validate is not None:
+        validate(config, sources)
+    return config
+
+
+def peek(
+    name_or_path: str | os.PathLike,
+    key: str,
+    overrides: Iterable[str] = (),
+    config_dir: str | os.PathLike | None = None,
+) -> Any:
+    """The raw value of dotted `key` after presets and overrides, before any validation.
+
+    For choosing what the schema holds (the section of the algorithm a config names)
+    before the config is loaded. Returns None where no file or override sets `key`.
+    """
+    config_dir = _as_dir(config_dir)
+    value = _lookup(_read_yaml(config_dir / f"{DEFAULT_NAME}.yaml"), key)
+    trees = [tree for _, tree in _preset_chain(name_or_path, config_dir)]
+    for override in overrides:
+        dotted, raw = _parse_override(override)
+        tree = raw
+        for part in reversed(dotted.split(".")):
+            tree = {part: tree}
+        trees.append(tree)
+    for tree in trees:
+        found = _lookup(tree, key)
+        if found is not None:
+            value = found
+    return value
+
+
+def peek_resolved(path: str | os.PathLike, key: str) -> Any:
+    """The raw value of dotted `key` in a resolved config file, or None."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Resolved config {path} does not exist.")
+    return _lookup(_read_yaml(path), key)
+
+
+def _lookup(tree: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, Mapping) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
 
 
 def save_config(config: Config, path: str | os.PathLike) -> None:
@@ -198,6 +258,9 @@ def load_resolved_config(
     path: str | os.PathLike,
     config_dir: str | os.PathLike | None = None,
     choices: Mapping[str, Iterable[Any]] | None = None,
+    sections: Mapping[str, Mapping[str, Any]] | None = None,
+    validate: Callable[[Config, Sources], None] | None = None,
+    convert: Callable[[dict], dict] | None = None,
 ) -> Config:
     """Reads a config written by `save_config`, validated against the current schema.
 
@@ -208,6 +271,10 @@ def load_resolved_config(
         path: The YAML file, e.g. `config.yaml` in a run's logdir.
         config_dir: The folder of `default.yaml`; see `load_config`.
         choices: Allowed values per dotted key; see `load_config`.
+        sections: Further sections of the schema; see `load_config`.
+        validate: See `load_config`.
+        convert: Called on the file's tree before it is checked, to bring a file
+            of an older layout to the current one.
 
     Returns:
         The read-only config.
@@ -216,12 +283,14 @@ def load_resolved_config(
         ConfigError: As `load_config`, or if the file names a `base:` preset.
     """
     config_dir = _as_dir(config_dir)
-    schema = _load_schema(config_dir)
+    schema = _load_schema(config_dir, sections)
     values, sources = _defaults(schema, config_dir)
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"Resolved config {path} does not exist.")
     tree = _read_yaml(path)
+    if convert is not None:
+        tree = convert(tree)
     if BASE_KEY in tree:
         raise ConfigError(
             f"{path}: a resolved config holds every key and has no {BASE_KEY!r}; "
@@ -233,7 +302,10 @@ def load_resolved_config(
     if missing:
         warnings.warn(f"{path} lacks keys {missing}; using their defaults.", stacklevel=2)
     _check_choices(values, choices, sources)
-    return Config(values)
+    config = Config(values)
+    if validate is not None:
+        validate(config, sources)
+    return config
 
 
 def _as_dir(config_dir: str | os.PathLike | None) -> Path:
@@ -293,15 +365,20 @@ def _find(name: str, config_dir: Path, origin: str = "") -> Path:
     return path
 
 
-def _preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tuple[Path, dict]]:
-    """Returns (path, overrides) pairs from the preset nearest the default to the file."""
+def preset_path(name_or_path: str | os.PathLike, config_dir=None) -> Path:
+    """The file a config name or path names: `<config_dir>/<name>.yaml`, or the path."""
+    config_dir = _as_dir(config_dir)
     text = os.fspath(name_or_path)
     if isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or "/" in text:
-        path = Path(text)
-        if not path.is_file():
-            raise ConfigError(f"Config file {path} does not exist.")
-    else:
-        path = _find(text, config_dir)
+        return Path(text)
+    return _find(text, config_dir)
+
+
+def _preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tuple[Path, dict]]:
+    """Returns (path, overrides) pairs from the preset nearest the default to the file."""
+    path = preset_path(name_or_path, config_dir)
+    if not path.is_file():
+        raise ConfigError(f"Config file {path} does not exist.")
     default_path = (config_dir / f"{DEFAULT_NAME}.yaml").resolve()
     chain, seen = [], []
     while path.resolve() != default_path:
@@ -318,7 +395,7 @@ def _preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tup
     return chain[::-1]
 
 
-def _load_schema(config_dir: Path) -> dict[str, Any]:
+def _load_schema(config_dir: Path, sections: Mapping | None = None) -> dict[str, Any]:
     path = config_dir / f"{DEFAULT_NAME}.yaml"
     if not path.is_file():
         raise ConfigError(
@@ -328,6 +405,12 @@ def _load_schema(config_dir: Path) -> dict[str, Any]:
     if BASE_KEY in schema:
         raise ConfigError(f"{path}: the default config cannot have a {BASE_KEY!r}.")
     _check_schema(schema, str(path), ())
+    for name, section in (sections or {}).items():
+        if name in schema:
+            raise ConfigError(f"Section {name!r} is already in {path}; choose another name.")
+        section = copy.deepcopy(dict(section))
+        _check_schema({name: section}, f"section {name!r}", ())
+        schema[name] = section
     return schema
 
 
@@ -375,10 +458,12 @@ def _defaults(schema: dict[str, Any], config_dir: Path) -> tuple[dict, dict[str,
     return copy.deepcopy(schema), sources
 
 
-def _merge(values, tree, schema, origin, prefix, sources) -> None:
+def _merge(values, tree, schema, origin, prefix, sources, moved=None) -> None:
     """Validates `tree` against `schema` and writes it into `values`, in place."""
     for key, value in tree.items():
         dotted = ".".join(prefix + (str(key),))
+        if moved and dotted in moved:
+            raise ConfigError(f"{origin}: {dotted!r} has moved: {moved[dotted]}.")
         if key not in schema:
             where = f"under {'.'.join(prefix)!r}" if prefix else "at the top level"
             similar = [".".join(prefix + (k,)) for k in schema]
@@ -395,7 +480,7 @@ def _merge(values, tree, schema, origin, prefix, sources) -> None:
                     f"{origin}: {dotted} = {value!r} has type {_kind(value)}, but {dotted!r} "
                     f"is a section with keys: {', '.join(default) or '(none)'}."
                 )
-            _merge(values[key], value, default, origin, prefix + (key,), sources)
+            _merge(values[key], value, default, origin, prefix + (key,), sources, moved)
         else:
             values[key] = _check_value(dotted, value, default, origin)
             sources[dotted] = origin

@@ -11,6 +11,8 @@ import gymnasium as gym
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.config import ConfigError
 from batchrl.tools.external_process import ExternalProcess
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.registry import ENVIRONMENTS
 
 # A registered MockEnvironment, so configs and tests can name it like any other task.
 gym.register(
@@ -41,7 +43,21 @@ def _register_plugin(env_id: str) -> None:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raises ConfigError when `env_id` is not a registered Gymnasium environment."""
+    """Raises ConfigError when `env_id` is not a registered Gymnasium environment.
+
+    `env_id` may be 'package.module:Env-v0', Gymnasium's form that imports the module
+    (which registers the environment) first.
+    """
+    module, sep, name = env_id.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ConfigError(
+                f"env.id={env_id!r}: cannot import the module {module!r} that should register "
+                f"{name!r} ({error})."
+            ) from None
+        env_id = name
     _register_plugin(env_id)
     try:
         gym.spec(env_id)
@@ -142,28 +158,39 @@ def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None 
     Returns:
       An `InGraphEnv`; close it when done.
     """
-    from batchrl import envs
-    from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
-
     backend = backend or env_config.backend
     if backend == "tensorflow":
-        check_tensorflow_env_id(env_config.id)
-        return envs.make(
-            env_config.id,
-            num_envs,
-            seed=seed % 2**31,
-            max_episode_steps=env_config.max_episode_steps,
+        return make_tensorflow_env(
+            env_config.id, num_envs, seed % 2**31, env_config.max_episode_steps
         )
     return InGraphBatchEnv(make_batch_env(env_config, num_envs), seed=seed)
 
 
+def make_tensorflow_env(name: str, batch_size: int, seed: int = 0, max_episode_steps: int = 0):
+    """A batch of `batch_size` environments written in TensorFlow ops (`batchrl.envs`).
+
+    Args:
+      name: a Gymnasium id of a port, e.g. 'Pendulum-v1', or 'package.module:Class' of
+        your own `InGraphEnv`, whose constructor takes `(batch_size, seed=...,
+        max_episode_steps=...)`.
+      batch_size: the number of environments B.
+      seed: the seed of the initial-state streams, in [0, 2**31).
+      max_episode_steps: the time limit; 0 keeps the environment's default.
+
+    Raises:
+      ConfigError: `name` names no environment.
+    """
+    constructor = ENVIRONMENTS.resolve(name)
+    if max_episode_steps:
+        return constructor(batch_size, seed=seed, max_episode_steps=max_episode_steps)
+    return constructor(batch_size, seed=seed)
+
+
 def check_tensorflow_env_id(env_id: str) -> None:
     """Raises ConfigError when `env_id` names no environment in TensorFlow ops."""
-    from batchrl import envs
-
     try:
-        envs.resolve(env_id)
-    except ValueError as error:
+        ENVIRONMENTS.resolve(env_id)
+    except ConfigError as error:
         raise ConfigError(
             f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow' ({error}); "
             "use env.backend='gymnasium' for Gymnasium's environments."

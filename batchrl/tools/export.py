@@ -27,7 +27,8 @@ class _RecurrentPolicy(tf.Module):
         super().__init__(name="policy")
         self._algo = algo
         observ = tf.TensorSpec((None,) + tuple(observation_space.shape), tf.float32, "observ")
-        state = tf.TensorSpec((None, algo.policy.state_size), tf.float32, "state")
+        state_size = algo.initial_state(1).shape[-1]
+        state = tf.TensorSpec((None, state_size), tf.float32, "state")
         size = tf.TensorSpec((), tf.int32, "batch_size")
         self.__call__ = tf.function(self._act, input_signature=[observ, state])
         self.initial_state = tf.function(algo.initial_state, input_signature=[size])

@@ -1,27 +1,44 @@
-"""An algorithm that acts with another's deterministic policy and learns nothing."""
+"""An algorithm that acts with a policy's deterministic actions and learns nothing."""
 
 from __future__ import annotations
 
-from batchrl.core import Algorithm
+import tensorflow as tf
+
+from batchrl.core import Algorithm, Policy
 
 
 class PolicyEvaluator(Algorithm):
-    """Acts with `algo.act(observ, deterministic=True)`; ignores all experience.
+    """Acts with `policy.act(observ, deterministic=True)` in `simulate`; ignores experience.
 
-    `algo` needs an `act(observ, deterministic)` method that returns environment actions
-    [K, ...] for raw observations [K, ...], as `IMPALA` has; its `evaluator()` returns
-    `PolicyEvaluator(self)` for `batchrl.tools.evaluation.Evaluation` to run.
+    A recurrent policy (`policy.recurrent`) keeps one state per agent [B, S], restarted
+    with `policy.initial_state` when an agent's episode begins. The train loop evaluates
+    every algorithm through one of these (`batchrl.tools.evaluation.Evaluation`).
     """
 
-    def __init__(self, algo):
+    def __init__(self, policy: Policy, batch_size: int):
+        """Args:
+        policy: what acts, e.g. a trained `PPO`.
+        batch_size: the number of environments B it acts in.
+        """
         super().__init__(name="policy_evaluator")
-        self._algo = algo
+        self._policy = policy
+        self._recurrent = bool(getattr(policy, "recurrent", False))
+        if self._recurrent:
+            state = policy.initial_state(batch_size)  # [B, S]
+            self._state = tf.Variable(tf.zeros_like(state), trainable=False)
 
     def begin_episodes(self, agent_indices):
-        pass
+        if self._recurrent:
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self._policy.initial_state(tf.size(agent_indices)))
 
     def perform(self, agent_indices, observ):
-        return self._algo.act(observ, deterministic=True)
+        if not self._recurrent:
+            return self._policy.act(observ, deterministic=True)
+        state = tf.gather(self._state, agent_indices)  # [K, S]
+        action, state = self._policy.act_recurrent(observ, state, deterministic=True)
+        self._state.scatter_nd_update(agent_indices[:, None], state)
+        return action
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         pass

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
-from batchrl.tools import load_config
+from batchrl.runners import train
+from batchrl.tools import load_run_config
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -53,10 +53,9 @@ def test_ppo_learns_the_example_in_one_xla_compiled_call_per_iteration(point_mas
 
 
 def test_train_script_takes_the_example_by_entry_point(point_mass, tmp_path):
-    config = load_config(
+    config = load_run_config(
         "debug",
         ["env.backend=tensorflow", "env.id=point_mass:PointMass", "train.total_steps=256"],
-        choices=train_script.CHOICES,
     )
-    result = train_script.train(config, tmp_path, progress=lambda *_, **__: None)
+    result = train(config, tmp_path, progress=lambda *_, **__: None)
     assert result["step"] == 256 and np.isfinite(result["eval_return"])

@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import PPO
+from batchrl.runners import train
 from batchrl.scripts import train as train_script
-from batchrl.tools import BatchEnv, InGraphBatchEnv, load_config, simulate
+from batchrl.tools import BatchEnv, InGraphBatchEnv, PolicyEvaluator, load_run_config, simulate
 from batchrl.tools.environments import make_env
 from batchrl.tools.evaluation import Evaluation
 
@@ -49,11 +50,11 @@ def quiet(*_, **__):
     ],
 )
 def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode, event_tags):
-    overrides = [f"env.id={env_id}", f"algorithm.update_mode={mode}", "train.total_steps=448"]
+    overrides = [f"env.id={env_id}", f"ppo.update_mode={mode}", "train.total_steps=448"]
     if env_id.startswith("batchrl/Mock"):
         overrides.append("env.eval_envs=1")
-    config = load_config("debug", overrides)
-    result = train_script.train(config, tmp_path, progress=quiet)
+    config = load_run_config("debug", overrides)
+    result = train(config, tmp_path, progress=quiet)
     assert result["step"] == 448
     assert np.isfinite(result["eval_return"])
     assert (tmp_path / "config.yaml").exists()
@@ -66,7 +67,7 @@ def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode, event_tags):
 def test_both_objectives_update_the_kl_penalty_only_when_asked(tmp_path):
     penalties = {}
     for objective in ("clip", "kl_penalty"):
-        config = load_config("debug", [f"algorithm.objective={objective}"])
+        config = load_run_config("debug", [f"ppo.objective={objective}"])
         env = InGraphBatchEnv(BatchEnv([make_env("Pendulum-v1")], blocking=True), seed=0)
         algo = PPO(env, config)
         run_steps(env, algo, 64)
@@ -90,8 +91,8 @@ def restored_state(logdir, config):
 
 
 def test_resume_continues_exactly(tmp_path):
-    config = load_config("debug", ["train.total_steps=128"])
-    train_script.train(config, tmp_path, progress=quiet)
+    config = load_run_config("debug", ["train.total_steps=128"])
+    train(config, tmp_path, progress=quiet)
     step, algo = restored_state(tmp_path, config)
     # 128 steps = 64 per environment = 4 rollouts of 16, each 2 epochs x 2 minibatches.
     assert int(step) == 128
@@ -99,8 +100,8 @@ def test_resume_continues_exactly(tmp_path):
     assert float(algo.observ_normalizer.count) == 128
     weights = [v.numpy() for v in algo.policy.variables]
     # Resume with a longer budget: the counters continue from where they stopped.
-    config = load_config("debug", ["train.total_steps=256"])
-    train_script.train(config, tmp_path, progress=quiet)
+    config = load_run_config("debug", ["train.total_steps=256"])
+    train(config, tmp_path, progress=quiet)
     step, algo = restored_state(tmp_path, config)
     assert int(step) == 256
     assert int(algo.optimizer.iterations) == 32
@@ -109,19 +110,19 @@ def test_resume_continues_exactly(tmp_path):
 
 
 def test_resume_with_a_different_model_config_is_refused(tmp_path):
-    train_script.train(load_config("debug"), tmp_path, progress=quiet)
-    config = load_config("debug", ["algorithm.learning_rate=0.1"])
-    with pytest.raises(ValueError, match="algorithm.learning_rate differ"):
-        train_script.train(config, tmp_path, progress=quiet)
+    train(load_run_config("debug"), tmp_path, progress=quiet)
+    config = load_run_config("debug", ["ppo.learning_rate=0.1"])
+    with pytest.raises(ValueError, match="ppo.learning_rate differ"):
+        train(config, tmp_path, progress=quiet)
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--config=nonexistent"], "available configs in .*: .*cartpole, .*debug"),
-        (["--config=debug", "--set", "algorithm.learnin_rate=1e-3"], "learnin_rate"),
-        (["--config=debug", "--set", "algorithm.epochs=many"], "algorithm.epochs"),
-        (["--config=debug", "--set", "algorithm.objective=trpo"], "clip.*kl_penalty"),
+        (["--config=debug", "--set", "ppo.learnin_rate=1e-3"], "learnin_rate"),
+        (["--config=debug", "--set", "ppo.epochs=many"], "ppo.epochs"),
+        (["--config=debug", "--set", "ppo.objective=trpo"], "clip.*kl_penalty"),
         (["--config=debug", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
         (["--config=debug", "--set", "train.steps_per_call=10"], "multiple of"),
     ],
@@ -148,19 +149,21 @@ def run_script(tmp_path, code):
 
 TRAIN_IN_PROCESSES = """
     import os, sys
-    from batchrl.scripts import train
+    from batchrl.runners import train
+    from batchrl.tools import load_run_config
+    from batchrl.tools.train_loop import Interrupted
     def progress(text, final=False):
         print("PROGRESS", text, flush=True)
         children = __import__("psutil").Process().children(recursive=True)
         print("CHILDREN", " ".join(str(c.pid) for c in children), flush=True)
-    config = train.load_config("debug", ["env.id=batchrl/Mock-v0", "env.processes=true",
+    config = load_run_config({preset!r}, ["env.id=batchrl/Mock-v0", "env.processes=true",
         "env.eval_envs=1", "train.total_steps=1000000", "train.checkpoint_every=32",
-        "train.eval_every=0", *{extra!r}], choices=train.CHOICES)
+        "train.eval_every=0", *{extra!r}])
     try:
-        train.train(config, sys.argv[1] if len(sys.argv) > 1 else {logdir!r}, progress)
-    except KeyboardInterrupt:
+        train(config, sys.argv[1] if len(sys.argv) > 1 else {logdir!r}, progress)
+    except Interrupted as interrupt:
         print("INTERRUPTED", flush=True)
-        sys.exit(130)
+        sys.exit(interrupt.exit_code)
 """
 
 
@@ -177,16 +180,16 @@ def wait_for_progress(process, count):
 
 
 @pytest.mark.parametrize(
-    "extra, workers",
+    "preset, extra, workers",
     [
-        ([], 3),  # Two training workers and one evaluation worker.
+        ("debug", [], 3),  # Two training workers and one evaluation worker.
         # Asynchronous IMPALA: two actor threads with two workers each, and evaluation's.
-        (["algorithm.name=impala", "algorithm.num_actors=2"], 5),
+        ("debug_impala", ["runner.name=threads", "threads.num_actors=2"], 5),
     ],
 )
-def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, extra, workers):
+def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, preset, extra, workers):
     logdir = tmp_path / "run"
-    code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=extra)
+    code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=extra, preset=preset)
     process = run_script(tmp_path, code)
     children = wait_for_progress(process, 3)
     assert len(children) == workers
@@ -194,7 +197,7 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, extra, worker
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 130, output
     assert "INTERRUPTED" in output
-    assert "Interrupted: saved a checkpoint" in output
+    assert "SIGINT: saved a checkpoint" in output
     latest = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
     assert latest is not None
     deadline = time.time() + 10
@@ -206,12 +209,13 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, extra, worker
 def test_kill_9_never_leaves_an_unreadable_checkpoint(tmp_path):
     logdir = tmp_path / "run"
     for wait in (4, 9):
-        process = run_script(tmp_path, TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=[]))
+        code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=[], preset="debug")
+        process = run_script(tmp_path, code)
         wait_for_progress(process, wait)
         process.kill()
         process.communicate(timeout=30)
         latest = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
-        config = load_config("debug", ["env.id=batchrl/Mock-v0", "env.eval_envs=1"])
+        config = load_run_config("debug", ["env.id=batchrl/Mock-v0", "env.eval_envs=1"])
         step, _ = restored_state(logdir, config)
         assert int(step) > 0 and latest.endswith(f"-{int(step)}")
 
@@ -228,8 +232,8 @@ LOAD_EXPORTED = """
 
 
 def test_exported_policy_runs_without_batchrl(tmp_path):
-    config = load_config("debug")
-    train_script.train(config, tmp_path / "run", progress=quiet)
+    config = load_run_config("debug")
+    train(config, tmp_path / "run", progress=quiet)
     _, algo = restored_state(tmp_path / "run", config)
     observ = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     expected = algo.act(observ).numpy()
@@ -257,11 +261,11 @@ def test_exported_policy_runs_without_batchrl(tmp_path):
 
 def test_cartpole_learns(tmp_path):
     """PPO must reach a mean evaluation return of 150 on CartPole-v1 within 60k steps."""
-    config = load_config("cartpole", ["train.total_steps=61440", "train.eval_every=0"])
-    result = train_script.train(config, tmp_path, progress=quiet)
+    config = load_run_config("cartpole", ["train.total_steps=61440", "train.eval_every=0"])
+    result = train(config, tmp_path, progress=quiet)
     evaluation = Evaluation(
         InGraphBatchEnv(BatchEnv([make_env("CartPole-v1") for _ in range(8)], True), seed=1),
-        restored_state(tmp_path, config)[1].evaluator(),
+        PolicyEvaluator(restored_state(tmp_path, config)[1], 8),
         episodes=16,
     ).run()
     assert result["step"] == 61440

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
-from batchrl.tools import load_config
+from batchrl.runners import train
+from batchrl.tools import ConfigError, load_run_config
 
 
 def quiet(*_, **__):
@@ -25,7 +25,7 @@ def scalars(folder, tag):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
-    config = load_config(
+    config = load_run_config(
         "debug",
         [
             "env.id=CartPole-v1",
@@ -33,9 +33,8 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
             f"train.jit_compile={str(jit_compile).lower()}",
             "train.total_steps=512",
         ],
-        choices=train_script.CHOICES,
     )
-    result = train_script.train(config, tmp_path, progress=quiet)
+    result = train(config, tmp_path, progress=quiet)
     assert result["step"] == 512
     assert np.isfinite(result["eval_return"])
     episodes = scalars(tmp_path / "train", "simulate/episodes")
@@ -56,17 +55,15 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
     ],
 )
 def test_bad_backend_configs_are_refused(tmp_path, overrides, message):
-    with pytest.raises(train_script.ConfigError, match=message):
-        config = load_config("debug", overrides, choices=train_script.CHOICES)
-        train_script.train(config, tmp_path, progress=quiet)
+    with pytest.raises(ConfigError, match=message):
+        config = load_run_config("debug", overrides)
+        train(config, tmp_path, progress=quiet)
 
 
 def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
     """pendulum_tf, evaluated on Gymnasium's Pendulum-v1, reaches -200 (about 30 s here)."""
-    config = load_config(
-        "pendulum_tf", ["train.total_steps=131072", "train.seed=0"], choices=train_script.CHOICES
-    )
-    train_script.train(config, tmp_path, progress=quiet)
+    config = load_run_config("pendulum_tf", ["train.total_steps=131072", "train.seed=0"])
+    train(config, tmp_path, progress=quiet)
     returns = [value for _, value in scalars(tmp_path / "eval", "eval/mean_return")]
     assert len(returns) == 8  # Every 16,384 steps, the last at the end, 64 episodes each.
     assert returns[0] < -500  # It starts bad ...

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
+from batchrl.runners import train
 from batchrl.scripts import visualize as visualize_script
-from batchrl.tools import load_config
+from batchrl.tools import load_run_config
 from batchrl.tools.config import default_config_dir
 from batchrl.tools.environments import check_env_id, make_env
+from batchrl.tools.run_config import check_run_config
 
 # Pendulum-v1 renders 500 x 500 frames at 30 per second, CartPole-v1 600 x 400 at 50 and
 # MuJoCo's Reacher-v5 480 x 480 at 50. An episode of length L gives L + 1 frames: one
@@ -35,7 +36,7 @@ def train_run(logdir, env_id, episode_steps):
         "train.total_steps=64",
         "train.eval_every=0",
     ]
-    train_script.train(load_config("debug", overrides), logdir, progress=quiet)
+    train(load_run_config("debug", overrides), logdir, progress=quiet)
     return logdir
 
 
@@ -182,8 +183,8 @@ def test_every_config_loads_and_makes_its_environment():
     names = sorted(path.stem for path in default_config_dir().glob("*.yaml"))
     assert {"reacher", "hopper", "cheetah", "walker", "ant", "humanoid"} <= set(names)
     for name in names:
-        config = load_config(name, choices=train_script.CHOICES)
-        train_script.check_config(config)
+        config = load_run_config(name)
+        check_run_config(config)
         check_env_id(config.env.id)
         env = make_env(config.env.id, config.env.max_episode_steps)
         assert env.observation_space.shape, name

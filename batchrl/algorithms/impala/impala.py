@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.impala import utility, vtrace
-from batchrl.core import Algorithm
+from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
+from batchrl.networks import MLP, PolicyHead, batch_apply
 from batchrl.tools import summary
 from batchrl.tools.config import ConfigError, check_choice
-from batchrl.tools.networks import MLP, PolicyHead, batch_apply
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
-from batchrl.tools.policy_evaluator import PolicyEvaluator
+from batchrl.tools.rollout_buffer import RolloutBuffer
+from batchrl.tools.run_config import check_range
+from batchrl.tools.schedules import SCHEDULES, learning_rate
 
 OPTIMIZERS = ("rmsprop", "adam")
-NETWORKS = ("feedforward",)
-SCHEDULES = ("constant", "linear")
 
 
-class IMPALA(Algorithm):
+class IMPALA(Algorithm, Learner, Policy):
     """IMPALA's learner fed by `simulate`, with one update every `unroll_length` steps.
 
     The algorithm reads like the paper (Espeholt et al., 2018, Sections 3 and 4):
@@ -62,15 +63,58 @@ class IMPALA(Algorithm):
     tracing a `cartpole_impala` training call took.
 
     `perform` and `experience` expect every agent in every call, as `simulate` does.
+    With runner `threads`, actors act with copies of `ImpalaBehaviourPolicy` and `learn`
+    takes their unrolls.
     """
+
+    config_section = "impala"
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.impala
+        check_choice("impala.optimizer", cfg.optimizer, OPTIMIZERS)
+        check_choice("impala.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        check_choice("impala.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
+        check_range(
+            cfg,
+            "impala",
+            {
+                "unroll_length": (lambda x: x >= 1, ">= 1"),
+                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "learning_rate": (lambda x: x >= 0, ">= 0"),
+                "max_grad_norm": (lambda x: x > 0, "> 0"),
+                "baseline_cost": (lambda x: x >= 0, ">= 0"),
+                "entropy_cost": (lambda x: x >= 0, ">= 0"),
+                "rmsprop_alpha": (lambda x: 0 <= x < 1, "in [0, 1)"),
+                "rmsprop_momentum": (lambda x: 0 <= x < 1, "in [0, 1)"),
+                "rmsprop_epsilon": (lambda x: x > 0, "> 0"),
+                "clip_rho_threshold": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "clip_pg_rho_threshold": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "vtrace_lambda": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "observ_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "reward_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+            },
+        )
+        if config.network.name != "feedforward":
+            raise ConfigError(
+                f"network.name={config.network.name!r}: IMPALA's networks are feed-forward "
+                "(network.name='feedforward')."
+            )
+        steps_per_call = config.train.steps_per_call
+        if config.runner.name == "local" and steps_per_call % cfg.unroll_length:
+            raise ConfigError(
+                f"train.steps_per_call={steps_per_call} must be a multiple of "
+                f"impala.unroll_length={cfg.unroll_length}, so that every checkpoint falls on "
+                "an unroll boundary."
+            )
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates networks, optimizer and unroll buffers.
 
         Args:
           batch_env: the in-graph batch environment (`InGraphEnv`) to learn in.
-          config: the run's `Config`; IMPALA reads `config.algorithm` and, for the
-            learning-rate schedule, `config.train.total_steps`.
+          config: the run's `Config`; IMPALA reads `config.impala`, `config.network`
+            and, for the learning-rate schedule, `config.train.total_steps`.
           step: int64 variable counting environment steps, for the learning-rate
             schedule; None keeps the rate constant.
           seed: seed of the algorithm's random stream (action sampling).
@@ -79,14 +123,9 @@ class IMPALA(Algorithm):
           ConfigError: on a config value outside its valid choices.
         """
         super().__init__()
-        cfg = config.algorithm
-        check_choice("algorithm.optimizer", cfg.optimizer, OPTIMIZERS)
-        check_choice("algorithm.network", cfg.network, NETWORKS)
-        check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
-        check_choice("algorithm.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
-        if cfg.unroll_length < 1:
-            raise ConfigError(f"algorithm.unroll_length={cfg.unroll_length} must be positive.")
-        self._cfg = cfg
+        self.check_config(config)
+        cfg = self._cfg = config.impala
+        self._network = network = config.network
         self._total_steps = int(config.train.total_steps)
         self._step = step
         self._batch_size = len(batch_env)
@@ -96,7 +135,9 @@ class IMPALA(Algorithm):
 
         # The acting part, the same module an actor copies: normalizer, head and policy
         # network, and the random stream that samples actions.
-        self.actor = BehaviourPolicy(cfg, self._observ_shape, self._action_space, seed)
+        self.actor = ImpalaBehaviourPolicy(
+            cfg, network, self._observ_shape, self._action_space, seed
+        )
         self.observ_normalizer = self.actor.observ_normalizer
         self.head = self.actor.head
         self.policy = self.actor.policy
@@ -104,7 +145,7 @@ class IMPALA(Algorithm):
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
         self.value = MLP(
-            cfg.value_layers, 1, cfg.activation, 1.0, "value", conv_filters=cfg.conv_filters
+            network.value_layers, 1, network.activation, 1.0, "value", network.conv_filters
         )
         self.value(tf.zeros((1,) + self._observ_shape))
         self._trainable = (
@@ -120,17 +161,16 @@ class IMPALA(Algorithm):
         self._sample_shape, self._sample_dtype = self.head.sample_spec()
         self._last_sample = _zeros((self._batch_size,) + self._sample_shape, self._sample_dtype)
         self._last_output = _zeros((self._batch_size, self.head.size))
-        shape = (self._length, self._batch_size)
-        self._unroll = {
-            "observ": _zeros(shape + self._observ_shape),  # [T, B, O]
-            "next_observ": _zeros(shape + self._observ_shape),  # [T, B, O]
-            "sample": _zeros(shape + self._sample_shape, self._sample_dtype),  # [T, B, ...]
-            "output": _zeros(shape + (self.head.size,)),  # [T, B, size]
-            "reward": _zeros(shape),  # [T, B]
-            "terminated": _zeros(shape, tf.bool),  # [T, B]
-            "truncated": _zeros(shape, tf.bool),  # [T, B]
+        spec = {
+            "observ": (self._observ_shape, tf.float32),
+            "next_observ": (self._observ_shape, tf.float32),
+            "sample": (self._sample_shape, self._sample_dtype),
+            "output": ((self.head.size,), tf.float32),
+            "reward": ((), tf.float32),
+            "terminated": ((), tf.bool),
+            "truncated": ((), tf.bool),
         }
-        self._unroll_step = tf.Variable(0, trainable=False)
+        self.rollout = RolloutBuffer(self._length, self._batch_size, spec, name="unroll")
 
     # Act.
 
@@ -164,17 +204,13 @@ class IMPALA(Algorithm):
         }
         if self._cfg.normalize_observ:
             self.observ_normalizer.update(observ)
-        time = tf.fill(tf.shape(agent_indices), self._unroll_step.read_value())  # [K]
-        rows = tf.stack([time, agent_indices], 1)  # [K, 2]
-        for key, value in step.items():
-            self._unroll[key].scatter_nd_update(rows, value)
-        self._unroll_step.assign_add(1)
+        full = self.rollout.append(agent_indices, step)
 
         def learn():
-            self._learn({key: value.read_value() for key, value in self._unroll.items()})
-            self._unroll_step.assign(0)
+            self._learn(self.rollout.read())
+            self.rollout.clear()
 
-        tf.cond(self._unroll_step >= self._length, learn, lambda: None)
+        tf.cond(full, learn, lambda: None)
 
     @tf.autograph.experimental.do_not_convert
     def end_episodes(self, agent_indices):
@@ -183,7 +219,7 @@ class IMPALA(Algorithm):
     # Targets and update.
 
     @tf.autograph.experimental.do_not_convert
-    def learn(self, batch: dict[str, tf.Tensor]) -> None:
+    def learn(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """One learner step on a batch of unrolls that actors collected (asynchronous mode).
 
         The actors act with copies of the policy (`BehaviourPolicy`) that may lag this
@@ -208,21 +244,27 @@ class IMPALA(Algorithm):
         unroll = dict(batch, reward=reward)
         unroll["observ"] = self.actor.normalize(observ)
         unroll["next_observ"] = self.actor.normalize(batch["next_observ"])
-        self._learn(unroll)
+        return self._learn(unroll)
 
     def behaviour_variables(self) -> list[tf.Variable]:
-        """What actors copy into their `BehaviourPolicy`, in the order `load` expects."""
+        """What actors copy into their `ImpalaBehaviourPolicy`, in the order `load` expects."""
         return self.actor.acting_variables()
 
-    def make_behaviour_policy(self, seed: int) -> BehaviourPolicy:
+    def make_behaviour_policy(self, seed: int) -> ImpalaBehaviourPolicy:
         """A copy of the acting part of this algorithm for an actor; load weights into it."""
-        return BehaviourPolicy(self._cfg, self._observ_shape, self._action_space, seed)
+        return ImpalaBehaviourPolicy(
+            self._cfg, self._network, self._observ_shape, self._action_space, seed
+        )
 
     def _learn(self, unroll):
         """One gradient step on an unroll [T, B] of normalized observations and rewards."""
-        learning_rate = self._set_learning_rate()
+        cfg = self._cfg
+        rate = learning_rate(
+            cfg.learning_rate, cfg.learning_rate_schedule, self._step, self._total_steps
+        )
+        self.optimizer.learning_rate.assign(rate)
         with tf.GradientTape() as tape:
-            total, info = self._loss(unroll)
+            total, info = self.loss(unroll)
         gradients = tape.gradient(total, self._trainable)
         gradients, grad_norm = tf.clip_by_global_norm(gradients, self._cfg.max_grad_norm)
         self.optimizer.apply_gradients(zip(gradients, self._trainable))
@@ -231,13 +273,14 @@ class IMPALA(Algorithm):
         summary.scalar("impala/total_loss", total)
         summary.scalar("impala/entropy", tf.reduce_mean(info["entropy"]))
         summary.scalar("impala/grad_norm", grad_norm)
-        summary.scalar("impala/learning_rate", learning_rate)
+        summary.scalar("impala/learning_rate", rate)
         summary.scalar("impala/mean_rho", tf.reduce_mean(tf.exp(info["log_rhos"])))
         summary.scalar("impala/mean_vs", tf.reduce_mean(info["vs"]))
         summary.scalar("impala/mean_value", tf.reduce_mean(info["value"]))
         summary.scalar("impala/mean_reward", tf.reduce_mean(unroll["reward"]))
+        return {"total_loss": total, "grad_norm": grad_norm}
 
-    def _loss(self, unroll):
+    def loss(self, unroll: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """The total loss of an unroll [T, B, ...] and what it is made of.
 
         Returns:
@@ -292,25 +335,7 @@ class IMPALA(Algorithm):
         )
         return total, info
 
-    def _set_learning_rate(self):
-        """Sets and returns the rate: constant, or linear to 0 at train.total_steps."""
-        rate = tf.constant(self._cfg.learning_rate, tf.float32)
-        if self._cfg.learning_rate_schedule == "linear" and self._step is not None:
-            progress = tf.cast(self._step, tf.float32) / float(self._total_steps)
-            rate = rate * tf.maximum(1.0 - progress, 0.0)
-        self.optimizer.learning_rate.assign(rate)
-        return rate
-
-    # Evaluation and export.
-
-    def evaluator(self, batch_size: int | None = None) -> Algorithm:
-        """An algorithm that acts with this policy's deterministic action and learns nothing.
-
-        `batch_size`, the number of environments it acts in, matters only to recurrent
-        policies; this one is feed-forward.
-        """
-        del batch_size
-        return PolicyEvaluator(self)
+    # The policy, for evaluation and export.
 
     def act(self, observ, deterministic: bool = True):
         """Environment actions [N, ...] for raw observations [N, ...].
@@ -324,28 +349,35 @@ class IMPALA(Algorithm):
         return self.head.to_env_action(tf.cast(mode, self._sample_dtype))
 
 
-class BehaviourPolicy(tf.Module):
+class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
     """The acting part of IMPALA: it samples actions and keeps the network outputs.
 
-    The learner acts through one (`IMPALA.actor`); in the asynchronous mode each actor
-    has a copy, loads the learner's weights into it between unrolls (`load`), and records
-    which version acted.
+    The learner acts through one (`IMPALA.actor`); with runner `threads` each actor has a
+    copy, loads the learner's weights into it between unrolls (`load`), and completes
+    each unroll for the learner (`finish_unroll`): clipped rewards, each agent's running
+    discounted return, and the log standard deviation that acted.
     """
 
-    def __init__(self, cfg, observ_shape, action_space, seed: int):
+    def __init__(self, cfg, network, observ_shape, action_space, seed: int):
         super().__init__(name="behaviour_policy")
         self._cfg = cfg
         self.observ_normalizer = StreamingNormalizer(
             observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
         )
-        self.head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
+        self.head = PolicyHead(action_space, network.squash_mean, network.init_log_std)
         self.policy = MLP(
-            cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy", cfg.conv_filters
+            network.policy_layers,
+            self.head.size,
+            network.activation,
+            0.01,
+            "policy",
+            network.conv_filters,
         )
         self.policy(tf.zeros((1,) + tuple(observ_shape)))
         self._sample_dtype = self.head.sample_spec()[1]
         self._rng = tf.random.Generator.from_seed(seed)
         self._sample_numpy = tf.function(self.sample)
+        self._discounted = None  # Each agent's discounted return across unrolls [B].
 
     @property
     def log_std(self):
@@ -380,6 +412,28 @@ class BehaviourPolicy(tf.Module):
         """`sample` as one graph call on NumPy observations, returning NumPy arrays."""
         observ = tf.convert_to_tensor(observ, tf.float32)
         return tuple(t.numpy() for t in self._sample_numpy(observ))
+
+    def finish_unroll(self, arrays: dict) -> dict:
+        """Adds what `IMPALA.learn` needs to an actor's unroll of NumPy arrays [T, B, ...].
+
+        Rewards are clipped (`reward_clipping`); `discounted_return` [T, B] is each
+        agent's discounted return of clipped rewards after each step, carried over from
+        the previous unroll and restarting at 0 after episode ends; `behaviour_log_std`
+        [size] is the Gaussian's log standard deviation (Box actions only).
+        """
+        arrays = dict(arrays)
+        arrays["reward"] = utility.clip_rewards(arrays["reward"], self._cfg.reward_clipping).numpy()
+        ended = arrays["terminated"] | arrays["truncated"]  # [T, B]
+        if self._discounted is None:
+            self._discounted = np.zeros(arrays["reward"].shape[1])
+        result = np.empty_like(arrays["reward"], np.float64)
+        for t, reward in enumerate(arrays["reward"]):
+            result[t] = self._discounted = self._discounted * self._cfg.discount + reward
+            self._discounted = np.where(ended[t], 0.0, self._discounted)
+        arrays["discounted_return"] = result
+        if self.log_std is not None:
+            arrays["behaviour_log_std"] = self.log_std
+        return arrays
 
 
 def _make_optimizer(cfg):

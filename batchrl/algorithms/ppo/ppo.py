@@ -2,43 +2,43 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # No public API tells an XLA context.
 
 from batchrl.algorithms.ppo import utility
-from batchrl.core import Algorithm
+from batchrl.core import Algorithm, Learner, Policy
+from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
 from batchrl.tools import summary
-from batchrl.tools.config import check_choice
-from batchrl.tools.networks import MLP, PolicyHead
-from batchrl.tools.normalizer import StreamingNormalizer
-from batchrl.tools.recurrent import RecurrentNetwork
+from batchrl.tools.config import ConfigError, check_choice
+from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.tools.rollout_buffer import EpisodeBuffer, RolloutBuffer
+from batchrl.tools.run_config import check_range
+from batchrl.tools.schedules import SCHEDULES, learning_rate
 
 OBJECTIVES = ("clip", "kl_penalty")
 UPDATE_MODES = ("steps", "episodes")
-NETWORKS = ("feedforward", "gru", "lstm")
-SCHEDULES = ("constant", "linear")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 
 
-class PPO(Algorithm):
+class PPO(Algorithm, Learner, Policy):
     """Proximal policy optimization for a batch of environments, driven by `simulate`.
 
     The algorithm reads like the papers (Schulman et al. 2017; Hafner et al. 2017):
 
     1. Collect: `perform` samples actions from the Gaussian or categorical policy and
-       `experience` stores normalized transitions in variables.
-    2. When `update_every` episodes have finished (update_mode 'episodes', as BatchPPO
-       does) or every environment has taken `rollout_length` steps (update_mode 'steps',
-       as SB3 and CleanRL do), compute GAE(lambda) advantages with Gymnasium's semantics:
-       no bootstrap after termination, a bootstrap from the final observation after
-       truncation, and after a rollout boundary.
-    3. Update the policy and value networks for `epochs` passes over shuffled
+       `experience` stores normalized transitions in a rollout buffer (update_mode
+       'steps', as SB3 and CleanRL do) or an episode buffer (update_mode 'episodes', as
+       BatchPPO does).
+    2. When every environment has taken `rollout_length` steps, or `update_every`
+       episodes have finished, `learn` computes GAE(lambda) advantages with Gymnasium's
+       semantics: no bootstrap after termination, a bootstrap from the final observation
+       after truncation, and after a rollout boundary.
+    3. It updates the policy and value networks for `epochs` passes over shuffled
        minibatches, with the clipped objective or BatchPPO's adaptive KL penalty.
-    4. Report losses, KL, clip fraction, explained variance and more via `tf.summary`.
+    4. It reports losses, KL, clip fraction, explained variance and more via `tf.summary`.
 
-    Losses are means over the valid steps of a minibatch.
+    Losses are means over the valid steps of a minibatch. A recurrent network
+    (`network.name` gru or lstm) replays each rollout from the state it started in.
 
     The graph code writes its control flow explicitly (`tf.cond`, `tf.while_loop`), and
     the four interface methods are marked `do_not_convert`: autograph's rewriting of
@@ -46,74 +46,103 @@ class PPO(Algorithm):
     training call took.
     """
 
+    config_section = "ppo"
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.ppo
+        check_choice("ppo.objective", cfg.objective, OBJECTIVES)
+        check_choice("ppo.update_mode", cfg.update_mode, UPDATE_MODES)
+        check_choice("ppo.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
+        check_range(
+            cfg,
+            "ppo",
+            {
+                "rollout_length": (lambda x: x >= 1, ">= 1"),
+                "update_every": (lambda x: x >= 1, ">= 1"),
+                "max_episode_length": (lambda x: x >= 1, ">= 1"),
+                "epochs": (lambda x: x >= 1, ">= 1"),
+                "minibatches": (lambda x: x >= 1, ">= 1"),
+                "learning_rate": (lambda x: x >= 0, ">= 0"),
+                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "gae_lambda": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "clip_ratio": (lambda x: x > 0, "> 0"),
+                "kl_target": (lambda x: x > 0, "> 0"),
+                "kl_init_penalty": (lambda x: x >= 0, ">= 0"),
+                "kl_cutoff_factor": (lambda x: x > 0, "> 0"),
+                "kl_cutoff_coef": (lambda x: x >= 0, ">= 0"),
+                "max_grad_norm": (lambda x: x > 0, "> 0"),
+                "value_coef": (lambda x: x >= 0, ">= 0"),
+                "value_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "entropy_coef": (lambda x: x >= 0, ">= 0"),
+                "observ_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "reward_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+            },
+        )
+        if is_recurrent(config.network) and cfg.update_mode != "steps":
+            raise ConfigError(
+                f"network.name={config.network.name!r} needs ppo.update_mode='steps'; "
+                "recurrent policies train on fixed-length rollouts."
+            )
+        if config.network.conv_filters:
+            raise ConfigError(
+                f"network.conv_filters={list(config.network.conv_filters)} is read by IMPALA "
+                "only; PPO's networks take vector observations (use conv_filters: [])."
+            )
+        steps_per_call = config.train.steps_per_call
+        if cfg.update_mode == "steps" and steps_per_call % cfg.rollout_length:
+            raise ConfigError(
+                f"train.steps_per_call={steps_per_call} must be a multiple of "
+                f"ppo.rollout_length={cfg.rollout_length}, so that every checkpoint falls on a "
+                "rollout boundary."
+            )
+
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates networks, optimizer and experience buffers.
 
         Args:
           batch_env: the in-graph batch environment (`InGraphEnv`) to learn in.
-          config: the run's `Config`; PPO reads `config.algorithm` and, for the
-            learning-rate schedule, `config.train.total_steps`.
+          config: the run's `Config`; PPO reads `config.ppo`, `config.network` and, for
+            the learning-rate schedule, `config.train.total_steps`.
           step: int64 variable counting environment steps, for the learning-rate
             schedule; None keeps the rate constant.
           seed: seed of the algorithm's random stream (sampling and shuffling).
 
         Raises:
-          ConfigError: on a config value outside its valid choices.
+          ConfigError: on a config value PPO cannot train with.
         """
         super().__init__()
-        cfg = config.algorithm
-        check_choice("algorithm.objective", cfg.objective, OBJECTIVES)
-        check_choice("algorithm.update_mode", cfg.update_mode, UPDATE_MODES)
-        check_choice("algorithm.network", cfg.network, NETWORKS)
-        check_choice("algorithm.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
-        self.recurrent = cfg.network != "feedforward"
-        if self.recurrent and cfg.update_mode != "steps":
-            raise ValueError(
-                f"algorithm.network={cfg.network!r} needs algorithm.update_mode='steps'; "
-                "recurrent policies train on fixed-length rollouts."
-            )
-        if cfg.conv_filters:
-            raise ValueError(
-                f"algorithm.conv_filters={list(cfg.conv_filters)} is read by IMPALA only; "
-                "PPO's networks take vector observations (use conv_filters: [])."
-            )
-        self._cfg = cfg
+        self.check_config(config)
+        cfg = self._cfg = config.ppo
+        network = config.network
+        self.recurrent = is_recurrent(network)
         self._total_steps = int(config.train.total_steps)
         self._step = step
         self._batch_size = len(batch_env)
-        observation_space = batch_env.observation_space
-        action_space = batch_env.action_space
-        self._observ_shape = tuple(observation_space.shape)
+        self._observ_shape = tuple(batch_env.observation_space.shape)
         self._rng = tf.random.Generator.from_seed(seed)
 
         self.observ_normalizer = StreamingNormalizer(
             self._observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
         )
-        self.reward_normalizer = StreamingNormalizer(
-            (), center=False, scale=True, clip=cfg.reward_clip, name="reward"
+        self.reward_scaler = RewardScaler(
+            self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
-        self.head = PolicyHead(action_space, cfg.squash_mean, cfg.init_log_std)
+        # The names checkpoints of batchrl 0.1 gave them, so that those restore too.
+        self.reward_normalizer = self.reward_scaler.normalizer
+        self._discounted_return = self.reward_scaler.discounted_return
+        self.head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
+        self.policy = make_network(network, network.policy_layers, self.head.size, 0.01, "policy")
+        self.value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
         dummy = tf.zeros((1,) + self._observ_shape)
         if self.recurrent:
-            self.policy = RecurrentNetwork(
-                cfg.network,
-                cfg.recurrent_units,
-                cfg.policy_layers,
-                self.head.size,
-                cfg.activation,
-                0.01,
-                "policy",
-            )
             self.policy(dummy, self.policy.initial_state(1))
-            # The state of each agent's policy, and the states at the start of the rollout
-            # and whether each step began an episode, to replay the rollout in the update.
+            # Each agent's policy state, and the states the rollout started from.
             self._state = _zeros([self._batch_size, self.policy.state_size])
             self._rollout_state = _zeros([self._batch_size, self.policy.state_size])
-            self._first = _zeros([self._batch_size], tf.bool)
+            self._first = _zeros([self._batch_size], tf.bool)  # The next step begins an episode.
         else:
-            self.policy = MLP(cfg.policy_layers, self.head.size, cfg.activation, 0.01, "policy")
             self.policy(dummy)
-        self.value = MLP(cfg.value_layers, 1, cfg.activation, 1.0, "value")
         self.value(dummy)
         self._trainable = (
             self.policy.trainable_variables
@@ -129,41 +158,28 @@ class PPO(Algorithm):
         if cfg.jit_update and cfg.update_mode == "steps":
             self._jit_minibatch = tf.function(self._train_minibatch, jit_compile=True)
         self.penalty = tf.Variable(float(cfg.kl_init_penalty), trainable=False, name="penalty")
-        self._discounted_return = tf.Variable(tf.zeros([self._batch_size]), trainable=False)
 
         # The latest action of each agent: the raw sample and the policy output it came
         # from. `experience` stores these, since the environment sees a clipped action.
-        sample_shape, sample_dtype = self.head.sample_spec()
-        self._sample_shape, self._sample_dtype = sample_shape, sample_dtype
-        self._last_sample = _zeros((self._batch_size,) + sample_shape, sample_dtype)
+        self._sample_shape, self._sample_dtype = self.head.sample_spec()
+        self._last_sample = _zeros((self._batch_size,) + self._sample_shape, self._sample_dtype)
         self._last_output = _zeros((self._batch_size, self.head.size))
-        if cfg.update_mode == "steps":
-            self._length = cfg.rollout_length
-            self._slots = self._batch_size
-        else:
-            self._length = cfg.max_episode_length
-            # Episodes that end in the same step as the update_every-th one are kept too.
-            self._slots = cfg.update_every + self._batch_size
-            self._buffer = self._make_buffers(self._length, self._batch_size)  # [L, B, ...]
-            self._buffer_length = _zeros([self._batch_size], tf.int32)
-            self._memory_count = tf.Variable(0, trainable=False)
-        # Time-major memory [T, slots, ...] the update reads.
-        self._memory = self._make_buffers(self._length, self._slots)
-        self._memory_length = _zeros([self._slots], tf.int32)
-        self._rollout_step = tf.Variable(0, trainable=False)
-
-    def _make_buffers(self, rows, columns):
-        shape = (rows, columns)
-        return {
-            "observ": _zeros(shape + self._observ_shape),
-            "next_observ": _zeros(shape + self._observ_shape),
-            "sample": _zeros(shape + self._sample_shape, self._sample_dtype),
-            "output": _zeros(shape + (self.head.size,)),
-            "reward": _zeros(shape),
-            "terminated": _zeros(shape, tf.bool),
-            "truncated": _zeros(shape, tf.bool),
-            "first": _zeros(shape, tf.bool),
+        spec = {
+            "observ": (self._observ_shape, tf.float32),
+            "next_observ": (self._observ_shape, tf.float32),
+            "sample": (self._sample_shape, self._sample_dtype),
+            "output": ((self.head.size,), tf.float32),
+            "reward": ((), tf.float32),
+            "terminated": ((), tf.bool),
+            "truncated": ((), tf.bool),
+            "first": ((), tf.bool),
         }
+        if cfg.update_mode == "steps":
+            self.rollout = RolloutBuffer(cfg.rollout_length, self._batch_size, spec)
+        else:
+            # Episodes that end in the same step as the update_every-th one are kept too.
+            slots = cfg.update_every + self._batch_size
+            self.episodes = EpisodeBuffer(cfg.max_episode_length, self._batch_size, slots, spec)
 
     # Collect.
 
@@ -174,28 +190,24 @@ class PPO(Algorithm):
             self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
             self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
         if self._cfg.update_mode == "episodes":
-            self._buffer_length.scatter_nd_update(
-                agent_indices[:, None], tf.zeros_like(agent_indices)
-            )
+            self.episodes.begin(agent_indices)
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         observ = self.observ_normalizer.normalize(observ)  # [K, O]
+        rows = agent_indices[:, None]
         if self.recurrent:
             state = tf.gather(self._state, agent_indices)  # [K, S]
-            rows = agent_indices[:, None]
 
             def remember_start():
                 self._rollout_state.scatter_nd_update(rows, state)
 
-            tf.cond(self._rollout_step == 0, remember_start, lambda: None)
+            tf.cond(self.rollout.step == 0, remember_start, lambda: None)
             output, state = self.policy(observ, state)  # [K, size], [K, S]
             self._state.scatter_nd_update(rows, state)
         else:
             output = self.policy(observ)  # [K, size]
-        sample = self.head(output).sample(seed=self._seed())  # [K, ...]
-        sample = tf.cast(sample, self._sample_dtype)
-        rows = agent_indices[:, None]
+        sample = tf.cast(self.head(output).sample(seed=self._seed()), self._sample_dtype)
         self._last_sample.scatter_nd_update(rows, sample)
         self._last_output.scatter_nd_update(rows, output)
         return self.head.to_env_action(sample)
@@ -204,13 +216,9 @@ class PPO(Algorithm):
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
         done = tf.logical_or(terminated, truncated)  # [K]
-        norm_observ = self.observ_normalizer.normalize(observ)  # [K, O]
-        norm_next_observ = self.observ_normalizer.normalize(next_observ)  # [K, O]
-        self.observ_normalizer.update(observ)
-        reward = self._scale_reward(agent_indices, reward, done)  # [K]
         step = {
-            "observ": norm_observ,
-            "next_observ": norm_next_observ,
+            "observ": self.observ_normalizer.normalize(observ),  # [K, O]
+            "next_observ": self.observ_normalizer.normalize(next_observ),  # [K, O]
             "sample": tf.gather(self._last_sample, agent_indices),
             "output": tf.gather(self._last_output, agent_indices),
             "reward": reward,
@@ -218,93 +226,68 @@ class PPO(Algorithm):
             "truncated": truncated,
             "first": tf.gather(self._first, agent_indices) if self.recurrent else done & False,
         }
+        self.observ_normalizer.update(observ)
+        if self._cfg.normalize_reward:
+            step["reward"] = self.reward_scaler.scale(agent_indices, reward, done)  # [K]
         if self.recurrent:
             self._first.scatter_nd_update(agent_indices[:, None], tf.zeros_like(done))
         if self._cfg.update_mode == "steps":
-            self._store_step(agent_indices, step)
+            full = self.rollout.append(agent_indices, step)
+            tf.cond(full, self._learn_rollout, lambda: None)
         else:
-            self._store_episode_step(agent_indices, step)
+            self.episodes.append(agent_indices, step)
 
     @tf.autograph.experimental.do_not_convert
     def end_episodes(self, agent_indices):
         if self._cfg.update_mode == "episodes":
-            self._finish_episodes(agent_indices)
+            count = self.episodes.finish(agent_indices)
+            tf.cond(count >= self._cfg.update_every, self._learn_episodes, lambda: None)
 
-    def _scale_reward(self, agent_indices, reward, done):
-        """Divides rewards by the running std of the discounted return (as SB3 does)."""
-        if not self._cfg.normalize_reward:
-            return reward
-        ret = tf.gather(self._discounted_return, agent_indices) * self._cfg.discount + reward
-        self.reward_normalizer.update(ret)
-        ret = tf.where(done, tf.zeros_like(ret), ret)
-        self._discounted_return.scatter_nd_update(agent_indices[:, None], ret)
-        return self.reward_normalizer.normalize(reward)
+    def _learn_rollout(self):
+        batch = self.rollout.read()
+        if self.recurrent:
+            batch["state"] = self._rollout_state.read_value()
+        self.learn(batch)
+        self.rollout.clear()
 
-    def _store_step(self, agent_indices, step):
-        """Writes one step for all agents; updates when the rollout is full."""
-        t = self._rollout_step
-        for key, value in step.items():
-            rows = tf.stack([tf.fill(tf.shape(agent_indices), t), agent_indices], 1)
-            self._memory[key].scatter_nd_update(rows, value)
-        self._rollout_step.assign_add(1)
-
-        def update():
-            self._memory_length.assign(tf.fill([self._slots], self._length))
-            self._update(self._slots)
-            self._rollout_step.assign(0)
-
-        tf.cond(self._rollout_step >= self._length, update, lambda: None)
-
-    def _store_episode_step(self, agent_indices, step):
-        """Appends one step to each agent's running episode, up to max_episode_length."""
-        position = tf.gather(self._buffer_length, agent_indices)  # [K]
-        keep = position < self._length  # [K]
-        # An episode cut by the buffer ends as a truncation: it bootstraps from there.
-        step["truncated"] = tf.logical_or(
-            step["truncated"],
-            tf.logical_and(position == self._length - 1, tf.logical_not(step["terminated"])),
-        )
-        rows = tf.boolean_mask(tf.stack([position, agent_indices], 1), keep)
-        for key, value in step.items():
-            self._buffer[key].scatter_nd_update(rows, tf.boolean_mask(value, keep))
-        self._buffer_length.scatter_nd_add(agent_indices[:, None], tf.cast(keep, tf.int32))
-
-    def _finish_episodes(self, agent_indices):
-        """Moves finished episodes into memory; updates once update_every are there."""
-        count = tf.shape(agent_indices)[0]
-        slots = self._memory_count + tf.range(count)  # [K]
-        for key, buffer in self._buffer.items():
-            episodes = tf.gather(buffer, agent_indices, axis=1)  # [L, K, ...]
-            memory = tf.transpose(self._memory[key], _swap(buffer.shape.rank))
-            memory = tf.tensor_scatter_nd_update(
-                memory, slots[:, None], tf.transpose(episodes, _swap(buffer.shape.rank))
-            )
-            self._memory[key].assign(tf.transpose(memory, _swap(buffer.shape.rank)))
-        lengths = tf.gather(self._buffer_length, agent_indices)
-        self._memory_length.scatter_nd_update(slots[:, None], lengths)
-        self._memory_count.assign_add(count)
-
-        def update():
-            self._update(self._memory_count)
-            self._memory_count.assign(0)
-
-        tf.cond(self._memory_count >= self._cfg.update_every, update, lambda: None)
+    def _learn_episodes(self):
+        batch, length = self.episodes.read(self.episodes.count)
+        self.learn(dict(batch, length=length))
+        self.episodes.clear()
 
     # Advantages and update.
 
-    def _update(self, columns):
-        """Trains on the first `columns` columns of the time-major memory."""
+    @tf.autograph.experimental.do_not_convert
+    def learn(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Updates on time-major experience [T, N, ...] of normalized observations.
+
+        Args:
+          batch: `observ`, `next_observ` [T, N, O] (normalized), `sample`, `output` (the
+            policy's sample and output that acted), `reward` (scaled), `terminated`,
+            `truncated` and `first` [T, N]; optionally `length` [N], the valid steps of
+            each column (episodes; default: all T), and `state` [N, S], the recurrent
+            states the columns start from.
+
+        Returns:
+          The means over all minibatches of the losses, gradient norm and clip fraction,
+          and `kl` and `explained_variance`.
+        """
         cfg = self._cfg
-        data = {key: value[:, :columns] for key, value in self._memory.items()}
-        mask = tf.range(self._length)[:, None] < self._memory_length[None, :columns]  # [T, N]
-        value = self._value(data["observ"])  # [T, N]
-        next_value = self._value(data["next_observ"])  # [T, N]
+        length = batch.get("length")
+        steps = batch["reward"].shape[0] or tf.shape(batch["reward"])[0]
+        columns = batch["reward"].shape[1] or tf.shape(batch["reward"])[1]
+        if length is None:
+            mask = tf.ones_like(batch["reward"], tf.bool)  # [T, N]
+        else:
+            mask = tf.range(steps)[:, None] < length[None, :]  # [T, N]
+        value = self._value(batch["observ"])  # [T, N]
+        next_value = self._value(batch["next_observ"])  # [T, N]
         advantage = utility.gae(
-            data["reward"],
+            batch["reward"],
             value,
             next_value,
-            data["terminated"],
-            data["truncated"],
+            batch["terminated"],
+            batch["truncated"],
             cfg.discount,
             cfg.gae_lambda,
         )  # [T, N]
@@ -314,35 +297,36 @@ class PPO(Algorithm):
             std = tf.sqrt(utility.masked_mean(tf.square(advantage - mean), mask))
             advantage = (advantage - mean) / (std + 1e-8)
         old_log_std = None if self.head.size == 0 else tf.identity(self._log_std())
-        batch = {
-            "observ": data["observ"],
-            "sample": data["sample"],
-            "output": data["output"],
+        data = {
+            "observ": batch["observ"],
+            "sample": batch["sample"],
+            "output": batch["output"],
             "advantage": advantage,
             "target": target,
             "old_value": value,
-            "first": data["first"],
+            "first": batch["first"],
         }
         if self.recurrent:
             # Minibatches of whole rollouts (columns), replayed from their first state.
-            metrics = self._train_epochs(batch, old_log_std, columns, self._rollout_state)
-            kl = self._mean_kl(dict(batch, state=self._rollout_state[:columns]), old_log_std)
-        elif cfg.update_mode == "steps":
-            # Every step of a rollout is valid: static shapes, which XLA compiles well.
-            total = self._length * self._slots
-            batch = {key: tf.reshape(v, (total,) + v.shape[2:]) for key, v in batch.items()}
-            metrics = self._train_epochs(batch, old_log_std, total)
-            kl = self._mean_kl(batch, old_log_std)
+            metrics = self._train_epochs(data, old_log_std, columns, batch["state"])
+            kl = self._mean_kl(dict(data, state=batch["state"]), old_log_std)
+        elif length is None:
+            # Every step is valid: static shapes, which XLA compiles well.
+            total = batch["reward"].shape[0] * batch["reward"].shape[1]
+            data = {key: tf.reshape(v, (total,) + tuple(v.shape[2:])) for key, v in data.items()}
+            metrics = self._train_epochs(data, old_log_std, total)
+            kl = self._mean_kl(data, old_log_std)
         else:
             valid = tf.where(mask)  # [M, 2]
-            batch = {key: tf.gather_nd(value, valid) for key, value in batch.items()}
-            total = tf.shape(valid)[0]
-            metrics = self._train_epochs(batch, old_log_std, total)
-            kl = self._mean_kl(batch, old_log_std)
+            data = {key: tf.gather_nd(value, valid) for key, value in data.items()}
+            metrics = self._train_epochs(data, old_log_std, tf.shape(valid)[0])
+            kl = self._mean_kl(data, old_log_std)
         if cfg.objective == "kl_penalty":
             self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
-        explained = utility.explained_variance(value, target, mask)
-        self._write_summaries(metrics, kl, explained, data["reward"], mask)
+        metrics["kl"] = kl
+        metrics["explained_variance"] = utility.explained_variance(value, target, mask)
+        self._write_summaries(metrics, batch["reward"], mask)
+        return metrics
 
     def _train_epochs(self, batch, old_log_std, total, states=None):
         """Epochs of minibatch updates over `total` rows of `batch` (columns with `states`).
@@ -352,7 +336,7 @@ class PPO(Algorithm):
         cfg = self._cfg
         size = tf.maximum(total // cfg.minibatches, 1)
         axis = 0 if states is None else 1
-        self._set_learning_rate()
+        self.optimizer.learning_rate.assign(self._learning_rate())
         train_minibatch = self._train_minibatch
         # Inside a call that XLA already compiles, the nested XLA function is not needed,
         # and TensorFlow 2.21 computes wrong minibatches with it (tests/algorithms/ppo/test_xla.py).
@@ -454,39 +438,27 @@ class PPO(Algorithm):
     def _log_std(self):
         return getattr(self.head, "log_std", tf.zeros([0]))
 
-    def _set_learning_rate(self):
-        rate = self._cfg.learning_rate
-        if self._cfg.learning_rate_schedule == "linear" and self._step is not None:
-            progress = tf.cast(self._step, tf.float32) / float(self._total_steps)
-            rate = rate * tf.maximum(1.0 - progress, 0.0)
-        self.optimizer.learning_rate.assign(rate)
+    def _learning_rate(self):
+        cfg = self._cfg
+        return learning_rate(
+            cfg.learning_rate, cfg.learning_rate_schedule, self._step, self._total_steps
+        )
 
-    def _write_summaries(self, metrics, kl, explained, reward, mask):
+    def _write_summaries(self, metrics, reward, mask):
         for name, value in metrics.items():
             summary.scalar(f"ppo/{name}", value)
-        summary.scalar("ppo/kl", kl)
         summary.scalar("ppo/penalty_coefficient", self.penalty)
-        summary.scalar("ppo/explained_variance", explained)
         summary.scalar("ppo/learning_rate", self.optimizer.learning_rate)
         summary.scalar("ppo/mean_scaled_reward", utility.masked_mean(reward, mask))
 
-    # Evaluation and export.
-
-    def evaluator(self, batch_size: int | None = None) -> Algorithm:
-        """An algorithm that acts with this policy's deterministic action and learns nothing.
-
-        Args:
-          batch_size: the number of environments it will act in (for a recurrent policy's
-            states); defaults to the training batch size.
-        """
-        return _Evaluator(self, batch_size or self._batch_size)
+    # The policy, for evaluation and export.
 
     def act(self, observ, deterministic: bool = True):
         """Environment actions [N, ...] for raw observations [N, ...] (feed-forward only)."""
         if self.recurrent:
             raise ValueError(
-                f"A recurrent policy (algorithm.network={self._cfg.network!r}) needs its "
-                "state: use initial_state() and act_recurrent()."
+                f"A recurrent policy ({self.policy.name}) needs its state: use "
+                "initial_state() and act_recurrent()."
             )
         return self._action(self.policy(self.observ_normalizer.normalize(observ)), deterministic)
 
@@ -505,35 +477,6 @@ class PPO(Algorithm):
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
 
 
-class _Evaluator(Algorithm):
-    """Deterministic actions of a PPO policy; experience is ignored."""
-
-    def __init__(self, ppo: PPO, batch_size: int):
-        super().__init__(name="evaluator")
-        self._ppo = ppo
-        if ppo.recurrent:
-            self._state = _zeros([batch_size, ppo.policy.state_size])
-
-    def begin_episodes(self, agent_indices):
-        if self._ppo.recurrent:
-            rows = agent_indices[:, None]
-            self._state.scatter_nd_update(rows, self._ppo.initial_state(tf.size(agent_indices)))
-
-    def perform(self, agent_indices, observ):
-        if not self._ppo.recurrent:
-            return self._ppo.act(observ)
-        state = tf.gather(self._state, agent_indices)
-        action, state = self._ppo.act_recurrent(observ, state)
-        self._state.scatter_nd_update(agent_indices[:, None], state)
-        return action
-
-    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        pass
-
-    def end_episodes(self, agent_indices):
-        pass
-
-
 def _zeros(shape, dtype=tf.float32):
     return tf.Variable(tf.zeros(shape, dtype), trainable=False)
 
@@ -541,12 +484,3 @@ def _zeros(shape, dtype=tf.float32):
 def _in_xla_context() -> bool:
     """Whether the graph being built is compiled with XLA (`jit_compile=True`)."""
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-
-
-def _swap(rank):
-    """The permutation that swaps the first two axes of a tensor of `rank`."""
-    return [1, 0] + list(range(2, rank))
-
-
-def action_space_size(space: gym.Space) -> int:
-    return int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.prod(space.shape))

@@ -1,5 +1,6 @@
 """Tests of asynchronous IMPALA: actor unrolls, policy lag, failures and shutdown."""
 
+import functools
 import logging
 import os
 import signal
@@ -12,10 +13,11 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
-from batchrl.algorithms.impala.actor_learner import ActorLearner
-from batchrl.scripts import train as train_script
-from batchrl.tools import ConfigError, load_config
-from batchrl.tools.environments import EnvSpaces
+from batchrl.runners import train
+from batchrl.runners.threads import ActorLearner
+from batchrl.tools import ConfigError, load_run_config
+from batchrl.tools.environments import EnvSpaces, make_batch_env
+from batchrl.tools.run_config import check_run_config
 
 # Episodes of exactly 3 steps that terminate; observation and reward as MockEnvironment's.
 gym.register(
@@ -26,13 +28,25 @@ gym.register(
 
 
 def async_config(overrides=()):
-    overrides = ["algorithm.name=impala", "algorithm.num_actors=2", *overrides]
-    return load_config("debug", overrides, choices=train_script.CHOICES)
+    overrides = ["runner.name=threads", "threads.num_actors=2", *overrides]
+    return load_run_config("debug_impala", overrides)
 
 
 def make_runner(config, seed=0):
     algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
-    return algo, ActorLearner(config, algo, seed=seed, unroll_timeout=60)
+    threads = config.threads
+    runner = ActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        algo,
+        num_actors=threads.num_actors,
+        unroll_length=config.impala.unroll_length,
+        learner_batch=threads.learner_batch,
+        queue_size=threads.queue_size,
+        max_actor_restarts=threads.max_actor_restarts,
+        seed=seed,
+        unroll_timeout=60,
+    )
+    return algo, runner
 
 
 def no_actor_threads():
@@ -58,10 +72,10 @@ def test_actor_unrolls_follow_episodes_across_unroll_boundaries():
     """
     config = async_config(
         [
-            "algorithm.num_actors=1",
+            "threads.num_actors=1",
             "env.id=batchrl-test/Mock3-v0",
-            "algorithm.unroll_length=4",
-            "algorithm.discount=0.5",
+            "impala.unroll_length=4",
+            "impala.discount=0.5",
         ]
     )
     _, runner = make_runner(config)
@@ -92,7 +106,7 @@ def test_actor_unrolls_follow_episodes_across_unroll_boundaries():
 
 
 def test_learner_weights_reach_the_actors_and_lag_is_counted():
-    config = async_config(["env.id=CartPole-v1", "algorithm.queue_size=2"])
+    config = async_config(["env.id=CartPole-v1", "threads.queue_size=2"])
     algo, runner = make_runner(config)
     with runner:
         lags = []
@@ -135,7 +149,7 @@ def test_importance_weights_use_the_behaviour_outputs():
     [log 3, 0] give mu = [0.75, 0.25], so log rho = log(0.5 / 0.75) for action 0 and
     log(0.5 / 0.25) for action 1.
     """
-    config = async_config(["env.id=CartPole-v1", "algorithm.policy_layers=[]"])
+    config = async_config(["env.id=CartPole-v1", "network.policy_layers=[]"])
     algo = IMPALA(EnvSpaces(config.env, 2), config)
     for variable in algo.policy.variables:
         variable.assign(tf.zeros_like(variable))
@@ -149,7 +163,7 @@ def test_importance_weights_use_the_behaviour_outputs():
         "terminated": tf.zeros([1, 2], tf.bool),
         "truncated": tf.zeros([1, 2], tf.bool),
     }
-    _, info = algo._loss(unroll)
+    _, info = algo.loss(unroll)
     np.testing.assert_allclose(info["log_rhos"], [[np.log(2 / 3), np.log(2)]], rtol=1e-6)
 
 
@@ -159,7 +173,7 @@ def test_gaussian_importance_weights_use_the_behaviour_log_std():
     Learner: log std 0 (s_t = 1); behaviour: log std log 2 (s_b = 2); a - m = 1:
         log rho = (-0.5 * 1 - log 1) - (-0.5 * 1 / 4 - log 2) = -0.375 + log 2.
     """
-    config = async_config(["env.id=Pendulum-v1", "algorithm.policy_layers=[]"])
+    config = async_config(["env.id=Pendulum-v1", "network.policy_layers=[]"])
     algo = IMPALA(EnvSpaces(config.env, 1), config)
     for variable in algo.policy.variables:
         variable.assign(tf.zeros_like(variable))
@@ -174,7 +188,7 @@ def test_gaussian_importance_weights_use_the_behaviour_log_std():
         "terminated": tf.zeros([1, 1], tf.bool),
         "truncated": tf.zeros([1, 1], tf.bool),
     }
-    _, info = algo._loss(unroll)
+    _, info = algo.loss(unroll)
     np.testing.assert_allclose(info["log_rhos"], [[-0.375 + np.log(2.0)]], rtol=1e-6)
 
 
@@ -202,7 +216,7 @@ def test_a_killed_environment_worker_restarts_its_actor(caplog):
 
 def test_too_many_failures_stop_training():
     config = async_config(
-        ["env.id=CartPole-v1", "env.processes=true", "algorithm.max_actor_restarts=0"]
+        ["env.id=CartPole-v1", "env.processes=true", "threads.max_actor_restarts=0"]
     )
     _, runner = make_runner(config)
     with pytest.raises(RuntimeError, match="max_actor_restarts=0"):
@@ -217,7 +231,7 @@ def test_too_many_failures_stop_training():
 
 def test_train_script_runs_async_mode_and_leaves_nothing_running(tmp_path, event_tags):
     config = async_config(["env.id=CartPole-v1", "env.processes=true", "train.total_steps=512"])
-    result = train_script.train(config, tmp_path, progress=lambda *_, **__: None)
+    result = train(config, tmp_path, progress=lambda *_, **__: None)
     assert result["step"] == 512  # 8 updates of 2 unrolls of 16 steps x 2 environments.
     tags = event_tags(tmp_path / "train")
     assert {"impala/policy_lag", "impala/policy_lag_max", "impala/total_loss"} <= tags
@@ -230,13 +244,13 @@ def test_train_script_runs_async_mode_and_leaves_nothing_running(tmp_path, event
     "overrides, message",
     [
         (["env.backend=tensorflow"], "needs env.backend='gymnasium'"),
-        (["algorithm.learner_batch=0"], "learner_batch=0 must be at least 1"),
-        (["algorithm.max_actor_restarts=-1"], "max_actor_restarts=-1"),
+        (["threads.learner_batch=0"], "threads.learner_batch=0; it must be >= 1"),
+        (["threads.max_actor_restarts=-1"], "max_actor_restarts=-1"),
     ],
 )
 def test_async_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        train_script.check_config(async_config(overrides))
+        check_run_config(async_config(overrides))
 
 
 def test_async_mode_learns_cartpole(tmp_path):
@@ -246,15 +260,15 @@ def test_async_mode_learns_cartpole(tmp_path):
     to 280 in 102k, too close to call for a test: thread timing makes runs differ).
     """
     overrides = [
-        "algorithm.num_actors=2",
-        "algorithm.learner_batch=1",
+        "threads.num_actors=2",
+        "threads.learner_batch=1",
         "env.num_envs=16",
         "train.total_steps=204800",
         "train.eval_every=204800",  # One evaluation, at the end.
         "train.eval_episodes=16",
         "env.eval_envs=8",
     ]
-    config = load_config("cartpole_impala", overrides, choices=train_script.CHOICES)
-    result = train_script.train(config, tmp_path, progress=lambda *_, **__: None)
+    config = load_run_config("cartpole_impala", overrides)
+    result = train(config, tmp_path, progress=lambda *_, **__: None)
     assert result["step"] >= 204800
     assert result["eval_return"] >= 150, result

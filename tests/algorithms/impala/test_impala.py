@@ -6,11 +6,19 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
-from batchrl.scripts import train as train_script
-from batchrl.tools import BatchEnv, ConfigError, InGraphBatchEnv, load_config, simulate
+from batchrl.runners import train
+from batchrl.tools import (
+    BatchEnv,
+    ConfigError,
+    InGraphBatchEnv,
+    PolicyEvaluator,
+    load_run_config,
+    simulate,
+)
 from batchrl.tools.environments import make_env
 from batchrl.tools.evaluation import Evaluation
 from batchrl.tools.mock_environment import MockEnvironment
+from batchrl.tools.run_config import check_run_config
 
 IMPALA_TAGS = {
     "impala/policy_loss",
@@ -28,9 +36,8 @@ IMPALA_TAGS = {
 }
 
 
-def impala_config(preset="debug", overrides=()):
-    overrides = ["algorithm.name=impala", *overrides]
-    return load_config(preset, overrides, choices=train_script.CHOICES)
+def impala_config(preset="debug_impala", overrides=()):
+    return load_run_config(preset, overrides)
 
 
 def mock_env():
@@ -56,14 +63,14 @@ def weights(algo):
 
 def test_updates_exactly_every_unroll():
     env = mock_env()
-    algo = IMPALA(env, impala_config(overrides=["algorithm.unroll_length=4"]))
+    algo = IMPALA(env, impala_config(overrides=["impala.unroll_length=4"]))
     before = weights(algo)
     # Calls of 3, 1, 5 and 3 steps end after steps 3, 4, 9 and 12: the updates fall after
     # steps 4, 8 and 12, whichever call they land in.
     for steps, updates, position in ((3, 0, 3), (1, 1, 0), (5, 2, 1), (3, 3, 0)):
         run_steps(env, algo, steps)
         assert int(algo.optimizer.iterations) == updates
-        assert int(algo._unroll_step) == position
+        assert int(algo.rollout.step) == position
         if updates == 0:
             for a, b in zip(before, weights(algo), strict=True):
                 np.testing.assert_array_equal(a, b)
@@ -93,13 +100,13 @@ def test_learner_targets_bootstrap_truncations_and_stop_at_terminals():
     """
     env = mock_env()
     overrides = [
-        "algorithm.unroll_length=4",
-        "algorithm.discount=0.5",
-        "algorithm.learning_rate=0.0",  # The update leaves the networks as they were.
-        "algorithm.normalize_observ=false",
-        "algorithm.normalize_reward=false",
-        "algorithm.policy_layers=[]",
-        "algorithm.value_layers=[]",
+        "impala.unroll_length=4",
+        "impala.discount=0.5",
+        "impala.learning_rate=0.0",  # The update leaves the networks as they were.
+        "impala.normalize_observ=false",
+        "impala.normalize_reward=false",
+        "network.policy_layers=[]",
+        "network.value_layers=[]",
     ]
     algo = IMPALA(env, impala_config(overrides=overrides))
     for variable in algo.policy.variables:
@@ -108,14 +115,14 @@ def test_learner_targets_bootstrap_truncations_and_stop_at_terminals():
     algo.value.output.b.assign([1.0])
     run_steps(env, algo, 4)
     assert int(algo.optimizer.iterations) == 1
-    unroll = {key: value.numpy() for key, value in algo._unroll.items()}
+    unroll = {key: value.numpy() for key, value in algo.rollout.read().items()}
     np.testing.assert_array_equal(unroll["observ"][..., 0].T, [[0, 1, 2, 0], [0, 1, 0, 1]])
     np.testing.assert_array_equal(unroll["next_observ"][..., 0].T, [[1, 2, 3, 1], [1, 2, 1, 2]])
     np.testing.assert_array_equal(unroll["reward"].T, [[1, 2, 3, 1], [1, 2, 1, 2]])
     np.testing.assert_array_equal(unroll["terminated"].T, [[0, 0, 0, 0], [0, 1, 0, 1]])
     np.testing.assert_array_equal(unroll["truncated"].T, [[0, 0, 1, 0], [0, 0, 0, 0]])
 
-    total, info = algo._loss({key: tf.constant(value) for key, value in unroll.items()})
+    total, info = algo.loss({key: tf.constant(value) for key, value in unroll.items()})
     np.testing.assert_allclose(info["value"].numpy().T, [[1, 2, 3, 1], [1, 2, 1, 2]])
     np.testing.assert_allclose(info["log_rhos"], np.zeros([4, 2]), atol=1e-7)
     np.testing.assert_allclose(info["vs"].numpy().T, [[3.25, 4.5, 5, 2], [2, 2, 2, 2]])
@@ -133,13 +140,13 @@ def test_learner_targets_bootstrap_truncations_and_stop_at_terminals():
 def test_rewards_are_clipped_before_they_are_stored():
     env = mock_env()
     overrides = [
-        "algorithm.unroll_length=4",
-        "algorithm.reward_clipping=abs_one",
-        "algorithm.normalize_reward=false",
+        "impala.unroll_length=4",
+        "impala.reward_clipping=abs_one",
+        "impala.normalize_reward=false",
     ]
     algo = IMPALA(env, impala_config(overrides=overrides))
     run_steps(env, algo, 4)
-    np.testing.assert_array_equal(algo._unroll["reward"].numpy().T, np.ones([2, 4]))
+    np.testing.assert_array_equal(algo.rollout.read()["reward"].numpy().T, np.ones([2, 4]))
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
@@ -150,11 +157,11 @@ def test_behaviour_policy_is_the_target_policy_before_an_update(env_id):
     on the stored (normalized) observations must give back the stored log-probabilities.
     """
     env = InGraphBatchEnv(BatchEnv([make_env(env_id) for _ in range(3)], blocking=True), seed=0)
-    overrides = ["algorithm.unroll_length=8", "algorithm.learning_rate=0.0"]
+    overrides = ["impala.unroll_length=8", "impala.learning_rate=0.0"]
     algo = IMPALA(env, impala_config(overrides=overrides))
     run_steps(env, algo, 24)
     assert int(algo.optimizer.iterations) == 3
-    _, info = algo._loss({key: value.read_value() for key, value in algo._unroll.items()})
+    _, info = algo.loss(algo.rollout.read())
     np.testing.assert_allclose(info["log_rhos"], np.zeros([8, 3]), atol=1e-5)
     assert float(algo.observ_normalizer.count) == 72
 
@@ -162,17 +169,16 @@ def test_behaviour_policy_is_the_target_policy_before_an_update(env_id):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["algorithm.unroll_length=10"], "multiple of algorithm.unroll_length=10"),
-        (["algorithm.unroll_length=8", "algorithm.rollout_length=10"], None),
+        (["impala.unroll_length=10"], "multiple of impala.unroll_length=10"),
+        (["impala.unroll_length=8"], None),
     ],
 )
 def test_steps_per_call_must_be_a_multiple_of_the_unroll_length(overrides, message):
-    config = impala_config(overrides=overrides)  # debug: steps_per_call 16.
-    if message is None:  # PPO's rollout_length does not constrain IMPALA.
-        train_script.check_config(config)
+    if message is None:  # debug: steps_per_call 16.
+        check_run_config(impala_config(overrides=overrides))
     else:
         with pytest.raises(ConfigError, match=message):
-            train_script.check_config(config)
+            impala_config(overrides=overrides)
 
 
 def quiet(*_, **__):
@@ -200,8 +206,8 @@ def restored_state(logdir, config):
 )
 def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit, event_tags):
     overrides = [f"env.id={env_id}", f"env.backend={backend}", f"train.jit_compile={jit}"]
-    config = impala_config("debug", overrides + ["train.total_steps=448"])
-    result = train_script.train(config, tmp_path, progress=quiet)
+    config = impala_config("debug_impala", overrides + ["train.total_steps=448"])
+    result = train(config, tmp_path, progress=quiet)
     assert result["step"] == 448
     assert np.isfinite(result["eval_return"])
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("-448")
@@ -211,7 +217,11 @@ def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit, event_ta
     assert {"eval/mean_return", "eval/mean_length"} <= event_tags(tmp_path / "eval")
     # The exported policy acts as the restored algorithm does.
     _, algo = restored_state(tmp_path, config)
-    observ = np.random.default_rng(0).normal(size=(5,) + algo._observ_shape).astype(np.float32)
+    observ = (
+        np.random.default_rng(0)
+        .normal(size=(5,) + make_env(env_id).observation_space.shape)
+        .astype(np.float32)
+    )
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     np.testing.assert_allclose(policy(observ), algo.act(observ), rtol=1e-5, atol=1e-6)
 
@@ -226,7 +236,7 @@ def test_minatar_preset_trains_a_convnet_end_to_end(tmp_path):
         "train.eval_episodes=2",
     ]
     config = impala_config("breakout_minatar", overrides)
-    result = train_script.train(config, tmp_path, progress=quiet)
+    result = train(config, tmp_path, progress=quiet)
     assert result["step"] == 512
     assert np.isfinite(result["eval_return"])
     _, algo = restored_state(tmp_path, config)
@@ -239,16 +249,16 @@ def test_minatar_preset_trains_a_convnet_end_to_end(tmp_path):
 def test_resume_continues_exactly(tmp_path):
     # debug: 2 environments, 16 steps per call and an unroll of 16, so 32 environment
     # steps per call and one update per call.
-    config = impala_config("debug", ["env.id=CartPole-v1", "train.total_steps=128"])
-    train_script.train(config, tmp_path, progress=quiet)
+    config = impala_config("debug_impala", ["env.id=CartPole-v1", "train.total_steps=128"])
+    train(config, tmp_path, progress=quiet)
     step, algo = restored_state(tmp_path, config)
     assert int(step) == 128
     assert int(algo.optimizer.iterations) == 4
     assert float(algo.observ_normalizer.count) == 128
     assert float(algo.reward_scaler.normalizer.count) == 128
     before = weights(algo)
-    config = impala_config("debug", ["env.id=CartPole-v1", "train.total_steps=256"])
-    train_script.train(config, tmp_path, progress=quiet)
+    config = impala_config("debug_impala", ["env.id=CartPole-v1", "train.total_steps=256"])
+    train(config, tmp_path, progress=quiet)
     step, algo = restored_state(tmp_path, config)
     assert int(step) == 256
     assert int(algo.optimizer.iterations) == 8
@@ -259,11 +269,11 @@ def test_resume_continues_exactly(tmp_path):
 def test_cartpole_learns(tmp_path):
     """The cartpole_impala preset reaches a mean evaluation return of 150 in 307k steps."""
     config = impala_config("cartpole_impala", ["train.total_steps=307200", "train.eval_every=0"])
-    result = train_script.train(config, tmp_path, progress=quiet)
+    result = train(config, tmp_path, progress=quiet)
     envs = [make_env("CartPole-v1") for _ in range(8)]
     evaluation = Evaluation(
         InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=1),
-        restored_state(tmp_path, config)[1].evaluator(),
+        PolicyEvaluator(restored_state(tmp_path, config)[1], 8),
         episodes=16,
     ).run()
     assert result["step"] == 307200

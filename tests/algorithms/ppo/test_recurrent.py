@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import PPO
-from batchrl.scripts import train as train_script
-from batchrl.tools import InGraphEnv, load_config, simulate
+from batchrl.runners import train
+from batchrl.tools import Config, InGraphEnv, PolicyEvaluator, load_run_config, simulate
 
 LENGTH = 4
 
@@ -55,28 +55,27 @@ class Cue(InGraphEnv):
 
 def train_on_cue(network, iterations=40):
     tf.keras.utils.set_random_seed(0)
-    config = load_config(
+    config = load_run_config(
         "default",
         [
-            f"algorithm.network={network}",
-            "algorithm.recurrent_units=16",
-            "algorithm.policy_layers=[16]",
-            "algorithm.value_layers=[16]",
-            "algorithm.rollout_length=16",
-            "algorithm.minibatches=4",
-            "algorithm.epochs=4",
-            "algorithm.learning_rate=3e-3",
-            "algorithm.normalize_reward=false",
-            "algorithm.discount=1.0",
-            "algorithm.entropy_coef=0.01",
+            f"network.name={network}",
+            "network.recurrent_units=16",
+            "network.policy_layers=[16]",
+            "network.value_layers=[16]",
+            "ppo.rollout_length=16",
+            "ppo.minibatches=4",
+            "ppo.epochs=4",
+            "ppo.learning_rate=3e-3",
+            "ppo.normalize_reward=false",
+            "ppo.discount=1.0",
+            "ppo.entropy_coef=0.01",
         ],
-        choices=train_script.CHOICES,
     )
     env = Cue(32)
     algo = PPO(env, config, seed=0)
     call = tf.function(lambda: simulate(env, algo, steps=16))
     returns = [float(call()["mean_return"]) for _ in range(iterations)]
-    evaluator = algo.evaluator(32)
+    evaluator = PolicyEvaluator(algo, 32)
     evaluation = tf.function(lambda: simulate(env, evaluator, reset=True, steps=LENGTH))
     return returns, float(evaluation()["mean_return"])
 
@@ -94,12 +93,11 @@ def test_feedforward_policy_cannot_remember_the_cue():
 
 
 def test_recurrent_debug_run_evaluates_and_exports_a_stateful_policy(tmp_path):
-    config = load_config(
+    config = load_run_config(
         "debug",
-        ["algorithm.network=gru", "env.eval_envs=3", "train.total_steps=256"],
-        choices=train_script.CHOICES,
+        ["network.name=gru", "env.eval_envs=3", "train.total_steps=256"],
     )
-    result = train_script.train(config, tmp_path, progress=lambda *_, **__: None)
+    result = train(config, tmp_path, progress=lambda *_, **__: None)
     assert result["step"] == 256 and np.isfinite(result["eval_return"])
     code = textwrap.dedent(
         f"""
@@ -119,8 +117,11 @@ def test_recurrent_debug_run_evaluates_and_exports_a_stateful_policy(tmp_path):
 
 
 def test_recurrent_policy_with_episode_updates_is_refused():
-    config = load_config(
-        "debug", ["algorithm.network=lstm", "algorithm.update_mode=episodes"], choices=None
+    with pytest.raises(ValueError, match="needs ppo.update_mode='steps'"):
+        load_run_config("debug", ["network.name=lstm", "ppo.update_mode=episodes"])
+    config = load_run_config("debug", ["network.name=lstm"])
+    config = Config(
+        {**config.to_dict(), "ppo": {**config.ppo.to_dict(), "update_mode": "episodes"}}
     )
-    with pytest.raises(ValueError, match="needs algorithm.update_mode='steps'"):
+    with pytest.raises(ValueError, match="needs ppo.update_mode='steps'"):
         PPO(Cue(2), config)

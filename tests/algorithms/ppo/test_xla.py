@@ -13,9 +13,7 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.algorithms import PPO
-from batchrl.scripts.train import CHOICES
-from batchrl.tools import simulate
-from batchrl.tools.config import load_config
+from batchrl.tools import PolicyEvaluator, load_run_config, simulate
 
 # Float32 sums in a different order: XLA fuses and reorders the reductions. Adam divides by
 # the root of the second moment, which magnifies that noise for variables whose gradient is
@@ -25,20 +23,19 @@ RTOL, ATOL = 1e-4, 1e-4
 
 def _make(rollout_length, minibatches=1, jit_update=True, objective="clip", network="feedforward"):
     tf.keras.utils.set_random_seed(0)  # The same initial weights in every call.
-    config = load_config(
+    config = load_run_config(
         "pendulum_tf",
         [
             "env.num_envs=4",
-            f"algorithm.rollout_length={rollout_length}",
-            f"algorithm.minibatches={minibatches}",
-            "algorithm.epochs=3",
-            "algorithm.policy_layers=[32, 32]",
-            "algorithm.value_layers=[32, 32]",
-            f"algorithm.jit_update={str(jit_update).lower()}",
-            f"algorithm.objective={objective}",
-            f"algorithm.network={network}",
+            f"ppo.rollout_length={rollout_length}",
+            f"ppo.minibatches={minibatches}",
+            "ppo.epochs=3",
+            "network.policy_layers=[32, 32]",
+            "network.value_layers=[32, 32]",
+            f"ppo.jit_update={str(jit_update).lower()}",
+            f"ppo.objective={objective}",
+            f"network.name={network}",
         ],
-        choices=CHOICES,
     )
     env = envs.make("Pendulum-v1", 4, seed=3)
     algo = PPO(env, config, seed=0)
@@ -55,8 +52,10 @@ def _collect_and_update(jit_compile, **kwargs):
     # 31 steps fill all but the last row of the rollout, without an update.
     tf.function(lambda: simulate(env, algo, steps=31))()
     before = _weights(algo)
-    algo._memory_length.assign(tf.fill([algo._slots], 31))
-    tf.function(lambda: algo._update(algo._slots), jit_compile=jit_compile)()
+    batch = {key: value[:31] for key, value in algo.rollout.read().items()}  # [31, 4, ...]
+    if algo.recurrent:  # The states the rollout started from.
+        batch["state"] = algo.initial_state(4)
+    tf.function(lambda: algo.learn(batch), jit_compile=jit_compile)()
     return before, _weights(algo), algo.penalty.numpy()
 
 
@@ -80,7 +79,7 @@ def test_compiled_rollout_of_the_deterministic_policy_matches_graph_rollout():
     for jit in (False, True):
         env, algo = _make(rollout_length=32)
         tf.function(env.reset)()  # The same initial states: reset outside XLA.
-        evaluator = algo.evaluator()
+        evaluator = PolicyEvaluator(algo, 4)
         call = tf.function(
             lambda env=env, e=evaluator: simulate(env, e, steps=150), jit_compile=jit
         )

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.recurrent import GRUCell, LSTMCell, RecurrentNetwork
+from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
 
 
 def sigmoid(x):

@@ -1,20 +1,24 @@
-"""Asynchronous IMPALA: actor threads with their own environments feed one learner."""
+"""The threads runner: actor threads with their own environments feed one learner."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.impala import utility
+from batchrl.core import Learner, Trainer
 from batchrl.tools import summary
-from batchrl.tools.batch_env import check_finite
-from batchrl.tools.environments import make_batch_env
+from batchrl.tools.batch_env import BatchEnv, check_finite
+from batchrl.tools.config import ConfigError
+from batchrl.tools.environments import EnvSpaces, make_batch_env
+from batchrl.tools.run_config import algorithm_section, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -59,23 +63,23 @@ class Actor:
     """A thread that steps its own `BatchEnv` with a copy of the policy.
 
     Each unroll it loads the newest published weights, takes T batched steps with the
-    behaviour policy, and puts an `Unroll` into the learner's queue. Environments are
-    reset as their episodes end (the final observation is kept as `next_observ`), and an
-    agent's discounted return restarts at 0 after each end, as `RewardScaler` does. Any
-    error, such as a dead environment worker, ends the thread; it is kept in `error` and
-    the environments are closed.
+    behaviour policy, lets the policy complete the arrays (`finish_unroll`), and puts an
+    `Unroll` into the learner's queue. Environments are reset as their episodes end (the
+    final observation is kept as `next_observ`). Any error, such as a dead environment
+    worker, ends the thread; it is kept in `error` and the environments are closed.
     """
 
-    def __init__(self, index, config, learner, weights, unrolls, stop, seed: int):
+    def __init__(self, index, make_env, policy, unroll_length, weights, unrolls, stop, seed):
         self.index = index
         self.error: BaseException | None = None
         self.batch_env = None
-        self._config = config
+        self._make_env = make_env
+        self._unroll_length = unroll_length
         self._weights = weights
         self._unrolls = unrolls
         self._stop = stop
         self._seed = seed
-        self._policy = learner.make_behaviour_policy(seed)
+        self._policy = policy
         self._thread = threading.Thread(target=self._run, name=f"actor-{index}", daemon=True)
 
     def start(self) -> None:
@@ -93,11 +97,10 @@ class Actor:
 
     def _run(self) -> None:
         try:
-            self.batch_env = make_batch_env(self._config.env, self._config.env.num_envs)
+            self.batch_env = self._make_env()
             observ = self.batch_env.reset(seed=self._seed).astype(np.float32)
             size = len(self.batch_env)
             self._episode_return, self._episode_length = np.zeros(size), np.zeros(size, int)
-            self._discounted = np.zeros(size)
             while not self._stop.is_set():
                 unroll, observ = self._unroll(observ)
                 while not self._stop.is_set():
@@ -114,12 +117,11 @@ class Actor:
                 self.batch_env.close()
 
     def _unroll(self, observ):
-        cfg = self._config.algorithm
         version, values = self._weights.latest()
         self._policy.load(values)
         steps, returns, lengths = [], [], []
         episode_return, episode_length = self._episode_return, self._episode_length
-        for _ in range(cfg.unroll_length):
+        for _ in range(self._unroll_length):
             action, sample, output = self._policy(observ)
             next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
             next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
@@ -149,73 +151,72 @@ class Actor:
                 observ = observ.copy()  # next_observ keeps the final observations.
                 observ[ended] = self.batch_env.reset(ended)
         arrays = {key: np.stack([step[key] for step in steps]) for key in steps[0]}
-        arrays["reward"] = utility.clip_rewards(arrays["reward"], cfg.reward_clipping).numpy()
-        arrays["discounted_return"] = self._discount(arrays)
-        log_std = self._policy.log_std
-        if log_std is not None:
-            arrays["behaviour_log_std"] = log_std
+        arrays = self._policy.finish_unroll(arrays)
         return Unroll(arrays, self.index, version, returns, lengths), observ
-
-    def _discount(self, arrays) -> np.ndarray:
-        """Each agent's discounted return of clipped rewards after each step [T, B].
-
-        It carries over from the previous unroll and restarts at 0 after episode ends.
-        """
-        discount = self._config.algorithm.discount
-        ended = arrays["terminated"] | arrays["truncated"]  # [T, B]
-        result = np.empty_like(arrays["reward"], np.float64)
-        for t, reward in enumerate(arrays["reward"]):
-            result[t] = self._discounted = self._discounted * discount + reward
-            self._discounted = np.where(ended[t], 0.0, self._discounted)
-        return result
 
 
 class ActorLearner:
     """TorchBeast's actor-learner loop on one machine: actor threads, a queue, a learner.
 
-    `num_actors` `Actor` threads each step `env.num_envs` environments (in
-    `ExternalProcess` workers when `env.processes`) with their own copy of the policy
-    and put unrolls [T, B] into a queue of `queue_size`. Each `update` takes
-    `learner_batch` unrolls, concatenates them along the batch axis and makes one learner
-    step (`IMPALA.learn`), then publishes the new weights, which actors load before
-    their next unroll. The policy lag of an unroll is the learner version at its update
-    minus the version that acted.
+    `num_actors` `Actor` threads each step their own batch of environments (from
+    `make_env`; in `ExternalProcess` workers if it makes them so) with their own copy of
+    the policy (`learner.make_behaviour_policy`) and put unrolls [T, B] into a queue of
+    `queue_size`. Each `update` takes `learner_batch` unrolls, concatenates them along
+    the batch axis and makes one learner step (`learner.learn`), then publishes the new
+    weights (`learner.behaviour_variables()`), which actors load before their next
+    unroll. The policy lag of an unroll is the learner version at its update minus the
+    version that acted.
 
     An actor that fails (an environment raised, or its worker died) is logged and
     replaced by a new one with fresh environments, up to `max_actor_restarts` times in
     all. `close` (also on errors and Ctrl-C, as a context manager) stops the actors and
     closes their environment workers.
 
-        with ActorLearner(config, learner, seed=0) as runner:
+        with ActorLearner(make_env, learner, num_actors=2, unroll_length=20) as runner:
             while ...:
                 env_steps, stats = runner.update()
     """
 
-    def __init__(self, config, learner, seed: int = 0, unroll_timeout: float = 120.0):
+    def __init__(
+        self,
+        make_env: Callable[[], BatchEnv],
+        learner: Learner,
+        num_actors: int,
+        unroll_length: int,
+        learner_batch: int = 2,
+        queue_size: int = 8,
+        max_actor_restarts: int = 10,
+        seed: int = 0,
+        unroll_timeout: float = 120.0,
+    ):
         """Creates the queue and the actors; `start` (or entering the context) runs them.
 
         Args:
-          config: the run's `Config`; reads `env` and `algorithm` (`num_actors`,
-            `learner_batch`, `queue_size`, `max_actor_restarts`, `unroll_length`, ...).
-          learner: the `IMPALA` instance that learns; its weights are published.
+          make_env: builds one actor's `BatchEnv`; called in the actor's thread.
+          learner: what learns (e.g. `IMPALA`); its weights are published.
+          num_actors: actor threads.
+          unroll_length: T, steps per environment in an unroll.
+          learner_batch: unrolls per learner step.
+          queue_size: unrolls the queue holds before actors wait.
+          max_actor_restarts: failed actors replaced before `update` raises.
           seed: actor i's environments and samples start from `seed + 1000 * i` (and a
             further offset per restart).
           unroll_timeout: seconds `update` waits for one unroll before it raises.
         """
-        cfg = config.algorithm
-        self._config = config
+        self._make_env = make_env
         self._learner = learner
         self._seed = seed
+        self._unroll_length = unroll_length
         self._unroll_timeout = unroll_timeout
-        self._batch = cfg.learner_batch
-        self._max_restarts = cfg.max_actor_restarts
-        self._unrolls = queue.Queue(maxsize=cfg.queue_size)
+        self._batch = learner_batch
+        self._max_restarts = max_actor_restarts
+        self._unrolls = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
         self._weights = _Weights(self._snapshot())
         self._learn = tf.function(learner.learn)
         self.version = 0
         self.restarts = 0
-        self.actors = [self._make_actor(index) for index in range(cfg.num_actors)]
+        self.actors = [self._make_actor(index) for index in range(num_actors)]
 
     def __enter__(self) -> ActorLearner:
         self.start()
@@ -270,8 +271,16 @@ class ActorLearner:
 
     def _make_actor(self, index: int) -> Actor:
         seed = self._seed + 1000 * index + 100_000 * self.restarts
+        policy = self._learner.make_behaviour_policy(seed)
         return Actor(
-            index, self._config, self._learner, self._weights, self._unrolls, self._stop, seed
+            index,
+            self._make_env,
+            policy,
+            self._unroll_length,
+            self._weights,
+            self._unrolls,
+            self._stop,
+            seed,
         )
 
     def _snapshot(self) -> list[np.ndarray]:
@@ -341,3 +350,77 @@ def _concatenate(unrolls: list[Unroll]) -> dict[str, tf.Tensor]:
             value = value.astype(np.float32)
         batch[key] = tf.convert_to_tensor(value)
     return batch
+
+
+class ThreadsTrainer(Trainer):
+    """Runner `threads`: an `ActorLearner` whose every `step` is one learner update.
+
+    Reads the `threads` section of the config and `unroll_length` of the algorithm's
+    section; the algorithm must be a `Learner` with a behaviour policy (IMPALA is).
+    """
+
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError when the config or the algorithm cannot run with threads."""
+        check_range(
+            config.threads,
+            "threads",
+            {
+                "num_actors": (lambda x: x >= 1, ">= 1"),
+                "learner_batch": (lambda x: x >= 1, ">= 1"),
+                "queue_size": (lambda x: x >= 1, ">= 1"),
+                "max_actor_restarts": (lambda x: x >= 0, ">= 0"),
+            },
+        )
+        name = config.algorithm.name
+        if getattr(algo_cls, "make_behaviour_policy", None) in (
+            None,
+            Learner.make_behaviour_policy,
+        ):
+            raise ConfigError(
+                f"runner.name='threads' needs an algorithm with a behaviour policy for its "
+                f"actors (a Learner with make_behaviour_policy, as impala); algorithm.name="
+                f"{name!r} has none. Use runner.name='local'."
+            )
+        section = config[algorithm_section(config)]
+        if "unroll_length" not in section:
+            raise ConfigError(
+                f"runner.name='threads' reads unroll_length from the {name!r} section, "
+                "which has none."
+            )
+        if config.env.backend != "gymnasium" or config.train.jit_compile:
+            raise ConfigError(
+                "runner.name='threads' steps Gymnasium environments in actor threads: it "
+                "needs env.backend='gymnasium' and train.jit_compile=false. Use "
+                "runner.name='local' for environments in TensorFlow ops."
+            )
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """What the algorithm is built with: the spaces of the actors' environments."""
+        return EnvSpaces(config.env, config.env.num_envs)
+
+    def __init__(self, config, algo: Learner, batch_env=None, seed: int = 0):
+        del batch_env  # The actors build their own.
+        threads = config.threads
+        self._runner = ActorLearner(
+            functools.partial(make_batch_env, config.env, config.env.num_envs),
+            algo,
+            num_actors=threads.num_actors,
+            unroll_length=config[algorithm_section(config)].unroll_length,
+            learner_batch=threads.learner_batch,
+            queue_size=threads.queue_size,
+            max_actor_restarts=threads.max_actor_restarts,
+            seed=seed,
+        )
+        self._runner.start()
+
+    @property
+    def runner(self) -> ActorLearner:
+        return self._runner
+
+    def step(self) -> tuple[int, dict]:
+        return self._runner.update()
+
+    def close(self) -> None:
+        self._runner.close()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.networks import MLP, Conv2D, batch_apply
+from batchrl.networks import MLP, Conv2D, batch_apply
 
 
 @pytest.mark.parametrize("mode", ["eager", "function"])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.tools.networks import MLP, Linear
+from batchrl.networks.mlp import MLP, Linear
 
 
 class GRUCell(tf.Module):

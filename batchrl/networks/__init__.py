@@ -1,0 +1,20 @@
+"""Networks as `tf.Module`s: MLPs, recurrent cells, policy heads, and their factory."""
+
+from batchrl.networks.factory import is_recurrent, make_network
+from batchrl.networks.heads import PolicyHead
+from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, batch_apply
+from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
+
+__all__ = [
+    "ACTIVATIONS",
+    "MLP",
+    "Conv2D",
+    "GRUCell",
+    "LSTMCell",
+    "Linear",
+    "PolicyHead",
+    "RecurrentNetwork",
+    "batch_apply",
+    "is_recurrent",
+    "make_network",
+]

@@ -1,0 +1,7 @@
+"""How a Trainer's work is spread: local (simulate), threads (actor-learner), and `train`."""
+
+from batchrl.runners.local import LocalTrainer
+from batchrl.runners.threads import ActorLearner, ThreadsTrainer
+from batchrl.runners.train import make_algorithm, train
+
+__all__ = ["ActorLearner", "LocalTrainer", "ThreadsTrainer", "make_algorithm", "train"]

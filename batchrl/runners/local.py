@@ -1,0 +1,40 @@
+"""The local runner: the algorithm learns inside `simulate`, one graph call per step."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from batchrl.core import Algorithm, Trainer
+from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.simulate import simulate
+
+
+class LocalTrainer(Trainer):
+    """Runner `local`: `train.steps_per_call` batched steps of `simulate` per `step`.
+
+    The environments (Gymnasium's through `InGraphBatchEnv`, or written in TensorFlow
+    ops) and the algorithm's `perform`, `experience` and updates are one graph call; with
+    `train.jit_compile` one XLA computation, which records no summaries, so the train
+    loop writes `simulate`'s statistics itself.
+    """
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """The training environments: `env.num_envs` of them, in the graph."""
+        return make_in_graph_env(config.env, config.env.num_envs, seed)
+
+    def __init__(self, config, algo: Algorithm, batch_env, seed: int = 0):
+        del seed  # The environments and the algorithm hold their random streams.
+        steps = config.train.steps_per_call
+        self.jit_compile = bool(config.train.jit_compile)
+        self.in_graph_logging = not self.jit_compile
+        self._env_steps = steps * len(batch_env)
+        if self.jit_compile:
+            self._call = tf.function(
+                lambda: simulate(batch_env, algo, steps=steps), jit_compile=True
+            )
+        else:
+            self._call = tf.function(lambda: simulate(batch_env, algo, log=True, steps=steps))
+
+    def step(self) -> tuple[int, dict]:
+        return self._env_steps, self._call()

@@ -1,0 +1,162 @@
+"""Trains the algorithm a config names with the runner it names: `train(config, logdir)`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from batchrl.core import Policy
+from batchrl.tools.checkpoints import Checkpoints
+from batchrl.tools.config import Config, ConfigError, save_config
+from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.run_config import (
+    algorithm_class,
+    algorithm_section,
+    check_run_config,
+    load_saved_run_config,
+    runner_class,
+)
+from batchrl.tools.train_loop import Progress, run
+
+# Sections that shape the model; a resumed run must keep them as they were.
+_FIXED_SECTIONS = ("env", "algorithm", "network")
+
+
+def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
+    """The algorithm `algorithm.name` names, built for `batch_env` as training builds it."""
+    return algorithm_class(config)(batch_env, config, step, seed=config.train.seed)
+
+
+def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]:
+    """Trains until `config.train.total_steps` environment steps; resumes from `logdir`.
+
+    Args:
+      config: the resolved config (`batchrl.tools.load_run_config`); checked again here.
+      logdir: folder for config.yaml, checkpoints, TensorBoard events and the exported
+        policy. A folder with a checkpoint resumes from it.
+      progress: callable receiving a one-line status string; None prints to stderr.
+
+    Returns:
+      The final `step`, and the latest `train_return` and `eval_return` (NaN if none).
+
+    Raises:
+      ConfigError: the config is invalid or differs from the run in `logdir`, or
+        `logdir` cannot be written; nothing is written then.
+      CheckpointError: `logdir` has checkpoints, but none reads.
+      Interrupted: SIGINT or SIGTERM, after a checkpoint was saved.
+    """
+    logdir = Path(logdir)
+    check_run_config(config)
+    _check_resume(config, logdir)
+    progress = progress or Progress()
+    cfg = config.train
+    # Python's, NumPy's, TensorFlow's and Keras's seeds; the weight initializers use Keras's.
+    tf.keras.utils.set_random_seed(cfg.seed)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    runner_cls = runner_class(config)
+    batch_env = eval_env = trainer = None
+    try:
+        env = config.env
+        eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
+        batch_env = runner_cls.make_batch_env(config, cfg.seed)
+        eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
+        algo = make_algorithm(config, batch_env, step)
+        checkpoint = tf.train.Checkpoint(step=step, algo=algo)
+        checkpoints = Checkpoints(checkpoint, logdir / "checkpoints")
+        _write_config(config, logdir)
+        report = lambda text: progress(text, final=True)  # noqa: E731
+        restored = checkpoints.restore(report, allow_partial=_is_old_checkpoint)
+        if restored:
+            progress(f"Resumed from {restored} at step {int(step)}.", final=True)
+            if _is_old_checkpoint(restored):
+                progress(
+                    "The checkpoint is of batchrl 0.1: the model, optimizer and normalizers "
+                    "were restored; experience buffers start empty.",
+                    final=True,
+                )
+        # New seeds after a resume, so that environments do not replay the same episodes.
+        _reseed(batch_env, cfg.seed + int(step))
+        _reseed(eval_env, cfg.seed + int(step) + 10**6)
+        trainer = runner_cls(config, algo, batch_env, seed=cfg.seed + int(step))
+        policy = algo if isinstance(algo, Policy) else None
+        if policy is None:
+            progress(
+                f"{type(algo).__name__} is not a batchrl.core.Policy: no evaluation, no export.",
+                final=True,
+            )
+        return run(trainer, policy, eval_env, step, checkpoints, logdir, cfg, progress)
+    finally:
+        if trainer is not None:
+            trainer.close()
+        for env in (batch_env, eval_env):
+            if env is not None and hasattr(env, "close"):
+                env.close()
+
+
+def _check_resume(config: Config, logdir: Path) -> None:
+    """Refuses a config that differs from the run in `logdir`, or a logdir it cannot write."""
+    path = logdir / "config.yaml"
+    if path.exists():
+        saved = load_saved_run_config(path)
+        changed = [
+            f"{section}.{key}"
+            for section in (*_FIXED_SECTIONS, algorithm_section(saved))
+            for key in saved[section]
+            if saved[section][key] != config[section][key]
+        ]
+        if changed:
+            raise ConfigError(
+                f"{logdir} holds a run with a different config: {', '.join(changed)} differ. "
+                "Only train.* and runner keys may change on resume; use a new --logdir for "
+                "a new run."
+            )
+    _check_writable(logdir)
+
+
+def _is_old_checkpoint(prefix: str, error=None) -> bool:
+    """Whether a checkpoint was written by batchrl 0.1, whose buffers had other names.
+
+    Such a checkpoint is restored without its experience buffers, which are empty at the
+    rollout boundaries where checkpoints are written.
+    """
+    keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return any(key.startswith(("algo/_memory/", "algo/_unroll/")) for key in keys)
+
+
+def _check_writable(logdir: Path) -> None:
+    """Raises ConfigError when `logdir` (or its checkpoints folder) cannot be written."""
+    existing = logdir
+    while not existing.exists():
+        existing = existing.parent
+    folders = [logdir, logdir / "checkpoints"]
+    for folder in folders:
+        probe = folder if folder.exists() else existing
+        if not probe.is_dir():
+            raise ConfigError(f"--logdir {logdir}: {probe} is a file, not a folder.")
+        try:
+            handle, name = tempfile.mkstemp(dir=probe, prefix=".write-test-")
+        except OSError as error:
+            raise ConfigError(
+                f"Cannot write to {probe} ({error.strerror}): choose a --logdir you can write."
+            ) from None
+        os.close(handle)
+        os.unlink(name)
+
+
+def _write_config(config: Config, logdir: Path) -> None:
+    path = logdir / "config.yaml"
+    if path.exists() and load_saved_run_config(path) == config:
+        return
+    save_config(config, path)
+
+
+def _reseed(env, seed: int) -> None:
+    """Restarts the random streams of `env` from `seed` (before any graph is traced)."""
+    if isinstance(env, InGraphBatchEnv):
+        env.batch_env.reset(seed=seed)
+    elif hasattr(env, "seed"):
+        env.seed = seed % 2**31

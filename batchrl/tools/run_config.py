@@ -1,0 +1,259 @@
+"""The config of a training run: its algorithm's and runner's sections, checked at load."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from batchrl.tools import config as config_lib
+from batchrl.tools.config import Config, ConfigError, Sources, check_choice
+from batchrl.tools.registry import ALGORITHMS, NETWORKS, RUNNERS
+
+# Sections every run reads; the others belong to one algorithm or one runner each.
+SHARED_SECTIONS = ("env", "train", "algorithm", "network", "runner")
+BACKENDS = ("gymnasium", "tensorflow")
+# Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
+# algorithm's own section.
+_OLD_KEYS = {
+    "network": "network.name",
+    "num_actors": "threads.num_actors (with runner.name=threads)",
+    "learner_batch": "threads.learner_batch",
+    "queue_size": "threads.queue_size",
+    "max_actor_restarts": "threads.max_actor_restarts",
+}
+
+
+def load_run_config(
+    name_or_path: str | os.PathLike,
+    overrides: Iterable[str] = (),
+    config_dir: str | os.PathLike | None = None,
+) -> Config:
+    """Loads a preset with overrides and checks every value a run will read.
+
+    The schema is `default.yaml` plus the section of a user's own algorithm
+    (`config_defaults`). Besides types and choices, it checks ranges, that only the
+    chosen algorithm's and runner's sections are set, that the environment exists, and
+    whatever the algorithm's and runner's `check_config` check: nothing needs to be built
+    or written to find a bad value.
+
+    Raises:
+      ConfigError: naming the key, the bad value and what is valid.
+    """
+    algo_name = config_lib.peek(name_or_path, "algorithm.name", overrides, config_dir)
+    top = str(config_lib.preset_path(name_or_path, config_dir))
+    if Path(top).resolve() == (config_lib.default_config_dir() / "default.yaml").resolve():
+        top = ""  # The schema itself sets every key.
+    return config_lib.load_config(
+        name_or_path,
+        overrides,
+        config_dir,
+        sections=_extra_sections(algo_name),
+        moved=_moved_keys(config_dir),
+        validate=lambda config, sources: check_run_config(config, sources, top),
+    )
+
+
+def load_saved_run_config(path: str | os.PathLike) -> Config:
+    """Reads the resolved config of a run (its logdir's config.yaml) and checks it.
+
+    A config.yaml of batchrl 0.1, whose `algorithm:` section held every algorithm's keys,
+    is converted to the sections, with a warning.
+    """
+    algo_name = config_lib.peek_resolved(path, "algorithm.name")
+    return config_lib.load_resolved_config(
+        path,
+        sections=_extra_sections(algo_name),
+        validate=lambda config, sources: check_run_config(config),
+        convert=convert_flat_config,
+    )
+
+
+def algorithm_class(config: Config) -> type:
+    """The class `algorithm.name` names."""
+    return ALGORITHMS.resolve(config.algorithm.name)
+
+
+def algorithm_section(config: Config) -> str:
+    """The name of the config section the chosen algorithm reads."""
+    return _section_of(algorithm_class(config), config.algorithm.name)
+
+
+def runner_class(config: Config) -> type:
+    """The `Trainer` class `runner.name` names."""
+    return RUNNERS.resolve(config.runner.name)
+
+
+def check_run_config(config: Config, sources: Sources | None = None, top: str = "") -> None:
+    """Raises ConfigError for any value a run cannot train with; see `load_run_config`.
+
+    Args:
+      config: the config.
+      sources: where each key's value came from; with it, keys of sections the config
+        does not use are refused when `top` (the config file named on the command line)
+        or an override sets them. Presets it builds on (`base:`) may set them: a preset
+        such as `debug` serves several algorithms.
+      top: the path of the config file itself.
+    """
+    algo_cls = algorithm_class(config)
+    runner_cls = runner_class(config)
+    if sources is not None:
+        _check_inactive_sections(config, sources, top)
+    _check_env(config.env, config.train)
+    _check_train(config.train)
+    _check_network(config.network)
+    algo_cls.check_config(config)
+    check = getattr(runner_cls, "check_config", None)
+    if check is not None:
+        check(config, algo_cls)
+
+
+def convert_flat_config(tree: dict) -> dict:
+    """Brings a resolved config of batchrl 0.1 (one flat `algorithm:` section) to sections.
+
+    Keys of the old section go to `network`, to the named algorithm's section or to
+    `threads` (`num_actors` > 0 becomes `runner.name: threads`); keys the named algorithm
+    did not read are dropped. A config already in sections is returned as it is.
+    """
+    algorithm = tree.get("algorithm")
+    if not isinstance(algorithm, dict) or set(algorithm) <= {"name"}:
+        return tree
+    schema = config_lib.load_config("default").to_dict()
+    name = algorithm.get("name", "ppo")
+    tree = {key: value for key, value in tree.items() if key != "algorithm"}
+    tree["algorithm"] = {"name": name}
+    for section in ("network", name):
+        tree.setdefault(section, {})
+    for key, value in algorithm.items():
+        if key == "network":
+            tree["network"]["name"] = value
+        elif key == "num_actors":
+            if value:
+                tree["runner"] = {"name": "threads"}
+                tree.setdefault("threads", {})["num_actors"] = value
+        elif key in ("learner_batch", "queue_size", "max_actor_restarts"):
+            if tree.get("runner", {}).get("name") == "threads" or algorithm.get("num_actors"):
+                tree.setdefault("threads", {})[key] = value
+        elif key in schema["network"]:
+            tree["network"][key] = value
+        elif key in schema.get(name, {}):
+            tree[name][key] = value
+    warnings.warn(
+        "This run's config.yaml has the flat 'algorithm:' section of batchrl 0.1; it was "
+        "read into the sections network, "
+        f"{name} and runner. The file is rewritten in the new layout on resume.",
+        stacklevel=2,
+    )
+    return tree
+
+
+def _section_of(algo_cls: type, name: str) -> str:
+    return getattr(algo_cls, "config_section", None) or name.rpartition(":")[2].lower()
+
+
+def _extra_sections(algo_name: Any) -> dict[str, dict]:
+    """The schema of a user's algorithm's own section, if it declares one."""
+    if not isinstance(algo_name, str) or ALGORITHMS.is_registered(algo_name):
+        return {}
+    algo_cls = ALGORITHMS.resolve(algo_name)
+    defaults = getattr(algo_cls, "config_defaults", None)
+    if not defaults:
+        return {}
+    return {_section_of(algo_cls, algo_name): dict(defaults)}
+
+
+def _moved_keys(config_dir) -> dict[str, str]:
+    """Where each key of batchrl 0.1's flat `algorithm:` section went."""
+    schema = config_lib.load_config("default", config_dir=config_dir).to_dict()
+    homes: dict[str, list[str]] = {}
+    for section in ("network", *ALGORITHMS.names):
+        for key in schema.get(section, {}):
+            homes.setdefault(key, []).append(f"{section}.{key}")
+    moved = {f"algorithm.{key}": " or ".join(places) for key, places in homes.items()}
+    moved.update({f"algorithm.{key}": place for key, place in _OLD_KEYS.items()})
+    return {old: f"it is {place} now" for old, place in moved.items() if old != "algorithm.name"}
+
+
+def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None:
+    """Refuses keys set in the section of an algorithm or runner the config does not use."""
+    active = {algorithm_section(config), config.runner.name}
+    owners = {name: "algorithm.name" for name in ALGORITHMS.names}
+    owners.update({name: "runner.name" for name in RUNNERS.names})
+    for section, key in owners.items():
+        if section in active or section not in config:
+            continue
+        for name in config[section]:
+            origin = sources.get(f"{section}.{name}", "")
+            if origin == top or origin.startswith("override"):
+                chosen = config[key]
+                raise ConfigError(
+                    f"{origin}: {section}.{name} is set, but {key}={chosen!r} does not read "
+                    f"the {section!r} section. Remove it, or set {key}={section}."
+                )
+
+
+def _require(ok: bool, key: str, value: Any, valid: str) -> None:
+    if not ok:
+        raise ConfigError(f"Invalid {key}={value!r}; it must be {valid}.")
+
+
+def _positive(section: Config, prefix: str, *keys: str) -> None:
+    for key in keys:
+        _require(section[key] > 0, f"{prefix}.{key}", section[key], "positive")
+
+
+def check_range(section: Config, prefix: str, ranges: dict[str, Callable | tuple]) -> None:
+    """Checks keys of `section` against ranges: key -> (predicate, description).
+
+    Args:
+      section: e.g. `config.ppo`.
+      prefix: its name, for messages ('ppo').
+      ranges: key -> (predicate on the value, what is valid, e.g. 'in (0, 1]').
+
+    Raises:
+      ConfigError: naming the first key whose value fails its predicate.
+    """
+    for key, (predicate, valid) in ranges.items():
+        _require(bool(predicate(section[key])), f"{prefix}.{key}", section[key], valid)
+
+
+def _check_env(env: Config, train: Config) -> None:
+    from batchrl.tools.environments import check_env_id, check_tensorflow_env_id
+
+    check_choice("env.backend", env.backend, BACKENDS)
+    _positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
+    _require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
+    if env.backend == "tensorflow":
+        check_tensorflow_env_id(env.id)
+        if env.eval_on_gymnasium:
+            check_env_id(env.id)
+    else:
+        check_env_id(env.id)
+        if train.jit_compile:
+            raise ConfigError(
+                "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
+                "Python callback that steps Gymnasium environments."
+            )
+
+
+def _check_train(train: Config) -> None:
+    _positive(train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes")
+    _require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
+    _require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
+
+
+def _check_network(network: Config) -> None:
+    from batchrl.networks.mlp import ACTIVATIONS
+
+    NETWORKS.resolve(network.name)
+    check_choice("network.activation", network.activation, sorted(ACTIVATIONS))
+    for key in ("policy_layers", "value_layers", "conv_filters"):
+        _require(
+            all(units > 0 for units in network[key]),
+            f"network.{key}",
+            list(network[key]),
+            "a list of positive sizes",
+        )
+    _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")

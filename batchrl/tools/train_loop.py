@@ -1,0 +1,182 @@
+"""The train loop: a Trainer's steps with summaries, evaluations, checkpoints and signals."""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import tensorflow as tf
+
+from batchrl.core import Trainer
+from batchrl.tools import summary
+from batchrl.tools.checkpoints import Checkpoints
+from batchrl.tools.evaluation import Evaluation
+from batchrl.tools.export import export_policy
+from batchrl.tools.policy_evaluator import PolicyEvaluator
+
+
+class Interrupted(Exception):
+    """Training stopped on SIGINT (Ctrl-C) or SIGTERM, after saving a checkpoint."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopSignals:
+    """Turns SIGINT and SIGTERM into a request to stop at the next safe point.
+
+    Inside the context, the first signal sets `received`; the loop checks it between
+    training calls, where the step counter and the variables agree, saves and stops. A
+    second signal raises KeyboardInterrupt at once (for a call that hangs), and no
+    checkpoint is written then. Outside the main thread it does nothing.
+    """
+
+    def __init__(self):
+        self.received: int | None = None
+        self._previous = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+
+
+def run(
+    trainer: Trainer,
+    policy,
+    eval_env,
+    step: tf.Variable,
+    checkpoints: Checkpoints,
+    logdir: str | Path,
+    train_config,
+    progress,
+) -> dict[str, float]:
+    """Steps `trainer` until `train_config.total_steps`; evaluates, saves and exports.
+
+    Args:
+      trainer: the runner's `Trainer`.
+      policy: the algorithm, as a `Policy` (act) for evaluation and export; None skips both.
+      eval_env: the in-graph environments of evaluation episodes.
+      step: int64 variable of environment steps, in the checkpoint; advanced here.
+      checkpoints: where the state is saved every `checkpoint_every` steps and at the end.
+      logdir: the run's folder (TensorBoard `train/` and `eval/`, `policy/`).
+      train_config: the `train` section.
+      progress: callable(text, final=False) for status lines.
+
+    Returns:
+      The final `step`, and the latest `train_return` and `eval_return` (NaN if none).
+
+    Raises:
+      Interrupted: on SIGINT or SIGTERM, after a checkpoint of the last finished call.
+    """
+    cfg, logdir = train_config, Path(logdir)
+    train_writer = tf.summary.create_file_writer(str(logdir / "train"))
+    eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
+    evaluation = None
+    if policy is not None and cfg.eval_every:
+        evaluator = PolicyEvaluator(policy, len(eval_env))
+        evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes)
+    last = {"train_return": math.nan, "eval_return": math.nan}
+    start_step, start_time = int(step), time.time()
+    next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None
+    next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
+    first_call, evaluated_at = True, None
+    with StopSignals() as signals:
+        while int(step) < cfg.total_steps:
+            if trainer.jit_compile:  # Without a default writer: no summary ops to compile.
+                per_call, stats = trainer.step()
+            else:
+                with train_writer.as_default(step=step):
+                    per_call, stats = trainer.step()
+            step.assign_add(per_call)
+            if first_call:
+                first_call = False
+                took = time.time() - start_time
+                progress(f"First training call, tracing included: {took:.1f} s.", final=True)
+            if int(stats["episodes"]):
+                last["train_return"] = float(stats["mean_return"])
+            with train_writer.as_default(step=step):
+                if not trainer.in_graph_logging and int(stats["episodes"]):
+                    for name in ("mean_return", "mean_length", "episodes"):
+                        summary.scalar(f"simulate/{name}", stats[name])
+                rate = (int(step) - start_step) / max(time.time() - start_time, 1e-9)
+                summary.scalar("steps_per_second", rate)
+            if signals.received is not None:
+                checkpoints.save(int(step))
+                name = signal.Signals(signals.received).name
+                message = f"{name}: saved a checkpoint at step {int(step)} in {logdir}."
+                progress(message, final=True)
+                raise Interrupted(signals.received, message)
+            if next_eval is not None and int(step) >= next_eval:
+                last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+                next_eval = _next_multiple(int(step), cfg.eval_every)
+                evaluated_at = int(step)
+            if int(step) >= next_checkpoint:
+                checkpoints.save(int(step))
+                next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
+            progress(_status(int(step), cfg.total_steps, rate, last))
+    if not (checkpoints.latest or "").endswith(f"-{int(step)}"):
+        checkpoints.save(int(step))
+    if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
+        last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+    if policy is not None:
+        export_policy(policy, eval_env.observation_space, logdir / "policy")
+    train_writer.flush()
+    eval_writer.flush()
+    elapsed = time.time() - start_time
+    rate = (int(step) - start_step) / max(elapsed, 1e-9)
+    status = _status(int(step), cfg.total_steps, None, last)
+    progress(f"{status} | {elapsed:.1f} s at {rate:,.0f} steps/s", final=True)
+    return {"step": int(step), **last}
+
+
+def _next_multiple(value: int, every: int) -> int:
+    return (value // every + 1) * every
+
+
+def _status(step, total, rate, last) -> str:
+    parts = [f"step {step:,}/{total:,} ({100 * step / total:.0f}%)"]
+    if rate:
+        left = max(total - step, 0) / rate
+        parts.append(f"{rate:,.0f} steps/s")
+    parts.append(f"train {last['train_return']:.1f}")
+    parts.append(f"eval {last['eval_return']:.1f}")
+    if rate:
+        parts.append(f"left {time.strftime('%H:%M:%S', time.gmtime(left))}")
+    return " | ".join(parts)
+
+
+class Progress:
+    """A live status line on a terminal; a line every 10 seconds elsewhere."""
+
+    def __init__(self, stream=sys.stderr):
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._last = 0.0
+
+    def __call__(self, text: str, final: bool = False) -> None:
+        if self._tty:
+            self._stream.write("\r\033[K" + text + ("\n" if final else ""))
+        elif final or time.time() - self._last > 10:
+            self._stream.write(text + "\n")
+            self._last = time.time()
+        self._stream.flush()
