@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ class BatchEnv:
 
     Environments can be Gymnasium environments or `ExternalProcess`es. With `blocking`
     false, every `ExternalProcess` of the batch is sent its call before any answer is
-    awaited, so the workers step in parallel; other environments step in turn.
+    awaited, so the workers step in parallel; other environments step in turn. Workers
+    that do not answer within `timeout` seconds are terminated and named in a
+    `TimeoutError`; without blocking, all workers of a call share one deadline.
 
         with BatchEnv([ExternalProcess(make_env) for _ in range(8)], blocking=False) as envs:
             observ = envs.reset(seed=0)                        # [8, ...]
@@ -26,12 +29,15 @@ class BatchEnv:
     Environments are never reset automatically.
     """
 
-    def __init__(self, envs: Sequence[Any], blocking: bool):
+    def __init__(self, envs: Sequence[Any], blocking: bool, timeout: float = 60.0):
         """Checks that the spaces of the environments match.
 
         Args:
           envs: the environments; at least one.
           blocking: when false, step and reset `ExternalProcess`es in parallel.
+          timeout: seconds to wait for the answers of `ExternalProcess`es to one step or
+            reset of the batch: each in turn when blocking, all against one deadline
+            otherwise.
 
         Raises:
           ValueError: no environment, or one whose spaces differ from those of the first.
@@ -40,6 +46,7 @@ class BatchEnv:
             raise ValueError("BatchEnv needs at least one environment.")
         self._envs = list(envs)
         self._blocking = blocking
+        self._timeout = timeout
         self.observation_space = self._envs[0].observation_space
         self.action_space = self._envs[0].action_space
         for index, env in enumerate(self._envs[1:], 1):
@@ -138,27 +145,52 @@ class BatchEnv:
         self.close()
 
     def _call_all(self, calls: list[tuple[int, str, tuple, dict]]) -> list[Any]:
-        """Calls `method(*args, **kwargs)` on each `index`, in parallel unless blocking."""
+        """Calls `method(*args, **kwargs)` on each `index`, in parallel unless blocking.
+
+        Raises:
+          TimeoutError: naming every worker that did not answer in time.
+          Exception: otherwise the first error of an environment.
+        """
         results = []
         for index, method, args, kwargs in calls:
             env = self._envs[index]
-            if not self._blocking and isinstance(env, ExternalProcess):
-                results.append(env.call(method, *args, blocking=False, **kwargs))
+            if isinstance(env, ExternalProcess):
+                promise = env.call(method, *args, blocking=False, **kwargs)
+                results.append(promise(self._timeout) if self._blocking else promise)
             else:
                 results.append(getattr(env, method)(*args, **kwargs))
         if self._blocking:
             return results
         # Collect every answer before raising, so that no worker is left with one unread.
-        errors = []
+        # The workers run at once, so one deadline covers them all: a second hung worker
+        # adds no wait of its own.
+        deadline = time.monotonic() + self._timeout
+        failures = []
         for position, (index, *_) in enumerate(calls):
             if isinstance(self._envs[index], ExternalProcess):
                 try:
-                    results[position] = results[position]()
+                    results[position] = results[position](max(0.0, deadline - time.monotonic()))
                 except Exception as error:
-                    errors.append(error)
-        if errors:
-            raise errors[0]
+                    failures.append((self._envs[index], error))
+        if failures:
+            self._raise_failures(failures, calls[0][1])
         return results
+
+    def _raise_failures(self, failures: list[tuple[ExternalProcess, Exception]], call: str) -> None:
+        """Raises a TimeoutError naming every worker that timed out, else the first error."""
+        late = [worker for worker, error in failures if isinstance(error, TimeoutError)]
+        if not late:
+            raise failures[0][1]
+        names = ", ".join(f"{worker.name!r} (pid {worker.pid})" for worker in late)
+        others = [str(error) for _, error in failures if not isinstance(error, TimeoutError)]
+        message = (
+            f"Environment workers did not answer {call}() within {self._timeout} seconds and "
+            f"were terminated: {names}."
+        )
+        if others:
+            message += " Other workers failed as well:\n" + "\n".join(others)
+        first_timeout = next(error for _, error in failures if isinstance(error, TimeoutError))
+        raise TimeoutError(message) from first_timeout
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """Checks the shape of `actions` and, for Discrete spaces, their values."""
@@ -205,18 +237,21 @@ class GroupedBatchEnv(BatchEnv):
     is the sum of the sizes of the groups before it. `envs[i]` is group i.
     """
 
-    def __init__(self, groups: Sequence[Any], sizes: Sequence[int], blocking: bool):
+    def __init__(
+        self, groups: Sequence[Any], sizes: Sequence[int], blocking: bool, timeout: float = 60.0
+    ):
         """Checks that the spaces of the groups match.
 
         Args:
           groups: the groups of environments; at least one.
           sizes: the number of environments in each group.
           blocking: when false, step and reset `ExternalProcess` groups in parallel.
+          timeout: seconds to wait for the groups in workers; see `BatchEnv`.
 
         Raises:
           ValueError: sizes do not match the groups, or the spaces of the groups differ.
         """
-        super().__init__(groups, blocking)
+        super().__init__(groups, blocking, timeout)
         if len(sizes) != len(groups) or any(int(size) < 1 for size in sizes):
             raise ValueError(
                 f"sizes={list(sizes)} must give a positive size for each of the "

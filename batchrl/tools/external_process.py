@@ -263,15 +263,22 @@ class ExternalProcess:
             self._pending = promise
             return promise
 
-    def _receive(self, call: str, expected: str = _RESULT) -> Any:
-        """Waits for the next answer of the worker, watching for death and timeout."""
-        timeout = self._timeout
+    def _receive(self, call: str, expected: str = _RESULT, timeout: float | None = None) -> Any:
+        """Waits for the next answer of the worker, watching for death and timeout.
+
+        Args:
+          call: what was asked, for error messages.
+          expected: the kind of answer expected.
+          timeout: seconds to wait; the worker's `timeout` when None.
+        """
+        timeout = self._timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while not self._poll(call, deadline):
             if self._process.poll() is not None:
                 raise self._died(call)
             if time.monotonic() >= deadline:
                 self._closed_reason = f"{call} timed out"
+                self._process.terminate()  # A hung worker would not read a request to close.
                 self.close()
                 raise TimeoutError(
                     f"Environment worker {self._name!r} (pid {self.pid}) did not answer "
@@ -333,14 +340,18 @@ class _Promise:
         self._value = None
         self._error = None
 
-    def wait(self) -> None:
-        """Reads the answer from the pipe, keeping a raised error for `__call__`."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Reads the answer from the pipe, keeping a raised error for `__call__`.
+
+        Args:
+          timeout: seconds to wait for the answer; the worker's `timeout` when None.
+        """
         process = self._process
         with process._lock:
             if self._done:
                 return
             try:
-                self._value = process._receive(self._call)
+                self._value = process._receive(self._call, timeout=timeout)
             except Exception as error:
                 self._error = error
             # Not reached when interrupted (Ctrl-C) before the answer came: the promise
@@ -349,8 +360,13 @@ class _Promise:
             if process._pending is self:
                 process._pending = None
 
-    def __call__(self) -> Any:
-        self.wait()
+    def __call__(self, timeout: float | None = None) -> Any:
+        """Waits for the answer and returns it, or raises the error of the call.
+
+        Args:
+          timeout: seconds to wait for the answer; the worker's `timeout` when None.
+        """
+        self.wait(timeout)
         if self._error is not None:
             raise self._error
         return self._value

@@ -15,6 +15,14 @@ from tests.tools._envs import BoxEnv, CountEnv
 pytestmark = pytest.mark.usefixtures("no_new_children")
 
 
+def is_gone(pid):
+    """Whether `pid` no longer runs (it may remain as a zombie of another parent)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_step_and_reset_return_batched_arrays():
     envs = BatchEnv([CountEnv() for _ in range(3)], blocking=True)
     observ = envs.reset(seed=10)  # Environment i is seeded with 10 + i.
@@ -174,3 +182,36 @@ def test_groups_in_worker_processes_match_environments_in_process():
             for got, expected in zip(envs.step(actions), local.step(actions), strict=True):
                 np.testing.assert_array_equal(got, expected)
         assert envs[0].call("__len__") == 2  # Group 0 lives in its worker.
+
+
+def test_hung_workers_share_one_deadline_and_are_all_named():
+    hung = lambda: CountEnv(delay=60.0)
+    workers = [
+        ExternalProcess(CountEnv, name="fine"),
+        ExternalProcess(hung, name="hung-1"),
+        ExternalProcess(CountEnv, name="also-fine"),
+        ExternalProcess(hung, name="hung-2"),
+    ]
+    with BatchEnv(workers, blocking=False, timeout=1.0) as batch:
+        batch.reset()
+        # Waiting on each in turn, the second hung worker would be named in a second error
+        # after a second wait; against one deadline both are named in the first.
+        with pytest.raises(TimeoutError) as raised:
+            batch.step([0, 0, 0, 0])
+        message = str(raised.value)
+        assert "did not answer step() within 1.0 seconds and were terminated" in message
+        assert f"'hung-1' (pid {workers[1].pid}), 'hung-2' (pid {workers[3].pid})" in message
+        assert "fine" not in message
+        assert is_gone(workers[1].pid) and is_gone(workers[3].pid)
+        observ = batch[0].step(1)[0]  # The others answered and are ready for more.
+        assert observ.tolist() == [2, 1, -1]
+
+
+def test_blocking_batch_waits_for_each_worker_with_its_timeout():
+    workers = [ExternalProcess(CountEnv), ExternalProcess(lambda: CountEnv(delay=60.0), "hung")]
+    with BatchEnv(workers, blocking=True, timeout=0.5) as batch:
+        batch.reset()
+        with pytest.raises(
+            TimeoutError, match=r"'hung' \(pid \d+\) did not answer step\(\) within 0.5"
+        ):
+            batch.step([0, 0])
