@@ -79,18 +79,24 @@ class BatchEnv:
 
         Raises:
           ValueError: the shape of `actions` is wrong, or a Discrete action is not an
-            integer of the space.
+            integer of the space; or an environment returned an observation of another
+            shape than its space declares, or a reward, terminated or truncated that is
+            not a scalar.
         """
         actions = self._check_actions(actions)
         transitions = self._call_all(
             [(index, "step", (action,), {}) for index, action in enumerate(actions)]
         )
         observs, rewards, terminated, truncated, infos = zip(*transitions, strict=True)
+        indices = range(len(self))
+        shape = tuple(self.observation_space.shape)
+        declared = f"its observation_space declares shape {shape}"
+        scalar = "it must be a scalar"
         return (
-            np.stack(observs),
-            np.asarray(rewards, np.float32),
-            np.asarray(terminated, bool),
-            np.asarray(truncated, bool),
+            self._stack(observs, indices, "step", "an observation", shape, declared),
+            self._stack(rewards, indices, "step", "a reward", (), scalar, np.float32),
+            self._stack(terminated, indices, "step", "a terminated flag", (), scalar, bool),
+            self._stack(truncated, indices, "step", "a truncated flag", (), scalar, bool),
             list(infos),
         )
 
@@ -103,6 +109,10 @@ class BatchEnv:
 
         Returns:
           observ [K, ...], the first observations of the new episodes.
+
+        Raises:
+          ValueError: an environment returned an observation of another shape than its
+            space declares.
         """
         indices = self._check_indices(indices)
         calls = []
@@ -110,11 +120,11 @@ class BatchEnv:
             kwargs = {"seed": None if seed is None else seed + index}
             calls.append((index, "reset", (), kwargs))
         observs = [observ for observ, _ in self._call_all(calls)]
+        shape = tuple(self.observation_space.shape)
         if not observs:
-            return np.zeros(
-                (0,) + tuple(self.observation_space.shape), self.observation_space.dtype
-            )
-        return np.stack(observs)
+            return np.zeros((0,) + shape, self.observation_space.dtype)
+        declared = f"its observation_space declares shape {shape}"
+        return self._stack(observs, indices, "reset", "an observation", shape, declared)
 
     def _check_indices(self, indices: Sequence[int] | None) -> list[int]:
         if indices is None:
@@ -191,6 +201,53 @@ class BatchEnv:
             message += " Other workers failed as well:\n" + "\n".join(others)
         first_timeout = next(error for _, error in failures if isinstance(error, TimeoutError))
         raise TimeoutError(message) from first_timeout
+
+    def _stack(
+        self,
+        values: Sequence[Any],
+        indices: Sequence[int],
+        call: str,
+        what: str,
+        shape: tuple[int, ...],
+        rule: str,
+        dtype: Any = None,
+    ) -> np.ndarray:
+        """Stacks one value per environment into [K, *shape], or raises naming a wrong one.
+
+        Args:
+          values: K values, one from each environment at `indices`.
+          indices: K environment indices.
+          call: the environment call that returned the values, e.g. 'step'.
+          what: what a value is, e.g. 'an observation'.
+          shape: the shape every value must have.
+          rule: the message's reason for `shape`.
+          dtype: the dtype of the result; that of the values when None.
+
+        Raises:
+          ValueError: naming the first environment whose value has another shape, the
+            shape it has and the shape it should have.
+        """
+        try:
+            batch = np.stack(values) if dtype is None else np.asarray(values, dtype)
+        except ValueError:  # Values of different shapes, or not numbers.
+            batch = None
+        if batch is not None and batch.shape[1:] == shape:
+            return batch
+        for index, value in zip(indices, values):
+            if np.shape(value) != shape:
+                raise ValueError(
+                    f"{self._describe(index)} returned {what} of shape {np.shape(value)} "
+                    f"from {call}(), but {rule}."
+                )
+        # The shapes are right, so the values are not numbers: raise the error of that.
+        return np.asarray(values, dtype)
+
+    def _describe(self, index: int) -> str:
+        """'Environment 3', with the name of its worker if it has one."""
+        env = self._envs[index]
+        if isinstance(env, ExternalProcess):
+            return f"Environment {index} (worker {env.name!r})"
+        return f"Environment {index}"
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """Checks the shape of `actions` and, for Discrete spaces, their values."""

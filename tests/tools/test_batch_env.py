@@ -10,7 +10,7 @@ import pytest
 
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.external_process import ExternalProcess, RemoteEnvironmentError
-from tests.tools._envs import BoxEnv, CountEnv
+from tests.tools._envs import BoxEnv, CountEnv, WrongShapeEnv
 
 pytestmark = pytest.mark.usefixtures("no_new_children")
 
@@ -215,3 +215,54 @@ def test_blocking_batch_waits_for_each_worker_with_its_timeout():
             TimeoutError, match=r"'hung' \(pid \d+\) did not answer step\(\) within 0.5"
         ):
             batch.step([0, 0])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            dict(observ_shape=(4,)),
+            r"Environment 1 returned an observation of shape \(4,\) from step\(\), but its "
+            r"observation_space declares shape \(3,\)\.",
+        ),
+        (
+            dict(observ_shape=(4,), in_reset=True),
+            r"Environment 1 returned an observation of shape \(4,\) from reset\(\), but its "
+            r"observation_space declares shape \(3,\)\.",
+        ),
+        (
+            dict(observ_shape=(3, 1)),
+            r"Environment 1 returned an observation of shape \(3, 1\) from step\(\)",
+        ),
+        (
+            dict(reward_shape=(1,)),
+            r"Environment 1 returned a reward of shape \(1,\) from step\(\), but it must be "
+            r"a scalar\.",
+        ),
+    ],
+)
+def test_wrong_shapes_raise_naming_the_environment_and_both_shapes(kwargs, message):
+    envs = BatchEnv([CountEnv(), WrongShapeEnv(**kwargs), CountEnv()], blocking=True)
+    with pytest.raises(ValueError, match=message):
+        envs.reset()
+        envs.step([0, 0, 0])
+
+
+def test_all_observations_of_one_wrong_shape_are_caught():
+    envs = BatchEnv([WrongShapeEnv(observ_shape=(2,)) for _ in range(2)], blocking=True)
+    envs.reset()
+    with pytest.raises(ValueError, match=r"Environment 0 returned an observation of shape \(2,\)"):
+        envs.step([0, 0])
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_wrong_shape_in_a_worker_names_the_worker(blocking):
+    workers = [
+        ExternalProcess(CountEnv),
+        ExternalProcess(lambda: WrongShapeEnv(observ_shape=(5,)), name="bad"),
+    ]
+    with BatchEnv(workers, blocking) as envs:
+        envs.reset()
+        message = r"Environment 1 \(worker 'bad'\) returned an observation of shape \(5,\)"
+        with pytest.raises(ValueError, match=message):
+            envs.step([0, 0])

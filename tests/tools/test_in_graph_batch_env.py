@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from batchrl.tools import BatchEnv, InGraphBatchEnv, MockEnvironment
+from tests.tools._envs import CountEnv, WrongShapeEnv
 
 
 class NanEnv(MockEnvironment):
@@ -94,3 +95,11 @@ def test_step_runs_after_a_reset_inside_cond():
     for _ in range(100):
         reset_and_step()
     assert [e.steps for e in envs] == [[1] * 100] * 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(observ_shape=(4,)), dict(reward_shape=(2,))])
+def test_wrong_shapes_name_the_environment_instead_of_failing_in_the_graph(kwargs):
+    env = InGraphBatchEnv(BatchEnv([CountEnv(), WrongShapeEnv(**kwargs)], blocking=True))
+    env.reset()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Environment 1 returned an? "):
+        tf.function(env.step)(tf.constant([0, 0]))
