@@ -1,4 +1,4 @@
-"""simulate over worker processes with algorithms whose actions ignore the observation."""
+"""The order of environment and algorithm calls in simulate, also when actions ignore observ."""
 
 import functools
 
