@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ class BatchEnv:
 
     Environments can be Gymnasium environments or `ExternalProcess`es. With `blocking`
     false, every `ExternalProcess` of the batch is sent its call before any answer is
-    awaited, so the workers step in parallel; other environments step in turn.
+    awaited, so the workers step in parallel; other environments step in turn. Workers
+    that do not answer within `timeout` seconds are terminated and named in a
+    `TimeoutError`; without blocking, all workers of a call share one deadline.
 
         with BatchEnv([ExternalProcess(make_env) for _ in range(8)], blocking=False) as envs:
             observ = envs.reset(seed=0)                        # [8, ...]
@@ -26,12 +29,15 @@ class BatchEnv:
     Environments are never reset automatically.
     """
 
-    def __init__(self, envs: Sequence[Any], blocking: bool):
+    def __init__(self, envs: Sequence[Any], blocking: bool, timeout: float = 60.0):
         """Checks that the spaces of the environments match.
 
         Args:
           envs: the environments; at least one.
           blocking: when false, step and reset `ExternalProcess`es in parallel.
+          timeout: seconds to wait for the answers of `ExternalProcess`es to one step or
+            reset of the batch: each in turn when blocking, all against one deadline
+            otherwise.
 
         Raises:
           ValueError: no environment, or one whose spaces differ from those of the first.
@@ -40,6 +46,7 @@ class BatchEnv:
             raise ValueError("BatchEnv needs at least one environment.")
         self._envs = list(envs)
         self._blocking = blocking
+        self._timeout = timeout
         self.observation_space = self._envs[0].observation_space
         self.action_space = self._envs[0].action_space
         for index, env in enumerate(self._envs[1:], 1):
@@ -72,18 +79,24 @@ class BatchEnv:
 
         Raises:
           ValueError: the shape of `actions` is wrong, or a Discrete action is not an
-            integer of the space.
+            integer of the space; or an environment returned an observation of another
+            shape than its space declares, or a reward, terminated or truncated that is
+            not a scalar.
         """
         actions = self._check_actions(actions)
         transitions = self._call_all(
             [(index, "step", (action,), {}) for index, action in enumerate(actions)]
         )
         observs, rewards, terminated, truncated, infos = zip(*transitions, strict=True)
+        indices = range(len(self))
+        shape = tuple(self.observation_space.shape)
+        declared = f"its observation_space declares shape {shape}"
+        scalar = "it must be a scalar"
         return (
-            np.stack(observs),
-            np.asarray(rewards, np.float32),
-            np.asarray(terminated, bool),
-            np.asarray(truncated, bool),
+            self._stack(observs, indices, "step", "an observation", shape, declared),
+            self._stack(rewards, indices, "step", "a reward", (), scalar, np.float32),
+            self._stack(terminated, indices, "step", "a terminated flag", (), scalar, bool),
+            self._stack(truncated, indices, "step", "a truncated flag", (), scalar, bool),
             list(infos),
         )
 
@@ -96,6 +109,10 @@ class BatchEnv:
 
         Returns:
           observ [K, ...], the first observations of the new episodes.
+
+        Raises:
+          ValueError: an environment returned an observation of another shape than its
+            space declares.
         """
         indices = self._check_indices(indices)
         calls = []
@@ -103,11 +120,11 @@ class BatchEnv:
             kwargs = {"seed": None if seed is None else seed + index}
             calls.append((index, "reset", (), kwargs))
         observs = [observ for observ, _ in self._call_all(calls)]
+        shape = tuple(self.observation_space.shape)
         if not observs:
-            return np.zeros(
-                (0,) + tuple(self.observation_space.shape), self.observation_space.dtype
-            )
-        return np.stack(observs)
+            return np.zeros((0,) + shape, self.observation_space.dtype)
+        declared = f"its observation_space declares shape {shape}"
+        return self._stack(observs, indices, "reset", "an observation", shape, declared)
 
     def _check_indices(self, indices: Sequence[int] | None) -> list[int]:
         if indices is None:
@@ -138,27 +155,99 @@ class BatchEnv:
         self.close()
 
     def _call_all(self, calls: list[tuple[int, str, tuple, dict]]) -> list[Any]:
-        """Calls `method(*args, **kwargs)` on each `index`, in parallel unless blocking."""
+        """Calls `method(*args, **kwargs)` on each `index`, in parallel unless blocking.
+
+        Raises:
+          TimeoutError: naming every worker that did not answer in time.
+          Exception: otherwise the first error of an environment.
+        """
         results = []
         for index, method, args, kwargs in calls:
             env = self._envs[index]
-            if not self._blocking and isinstance(env, ExternalProcess):
-                results.append(env.call(method, *args, blocking=False, **kwargs))
+            if isinstance(env, ExternalProcess):
+                promise = env.call(method, *args, blocking=False, **kwargs)
+                results.append(promise(self._timeout) if self._blocking else promise)
             else:
                 results.append(getattr(env, method)(*args, **kwargs))
         if self._blocking:
             return results
         # Collect every answer before raising, so that no worker is left with one unread.
-        errors = []
+        # The workers run at once, so one deadline covers them all: a second hung worker
+        # adds no wait of its own.
+        deadline = time.monotonic() + self._timeout
+        failures = []
         for position, (index, *_) in enumerate(calls):
             if isinstance(self._envs[index], ExternalProcess):
                 try:
-                    results[position] = results[position]()
+                    results[position] = results[position](max(0.0, deadline - time.monotonic()))
                 except Exception as error:
-                    errors.append(error)
-        if errors:
-            raise errors[0]
+                    failures.append((self._envs[index], error))
+        if failures:
+            self._raise_failures(failures, calls[0][1])
         return results
+
+    def _raise_failures(self, failures: list[tuple[ExternalProcess, Exception]], call: str) -> None:
+        """Raises a TimeoutError naming every worker that timed out, else the first error."""
+        late = [worker for worker, error in failures if isinstance(error, TimeoutError)]
+        if not late:
+            raise failures[0][1]
+        names = ", ".join(f"{worker.name!r} (pid {worker.pid})" for worker in late)
+        others = [str(error) for _, error in failures if not isinstance(error, TimeoutError)]
+        message = (
+            f"Environment workers did not answer {call}() within {self._timeout} seconds and "
+            f"were terminated: {names}."
+        )
+        if others:
+            message += " Other workers failed as well:\n" + "\n".join(others)
+        first_timeout = next(error for _, error in failures if isinstance(error, TimeoutError))
+        raise TimeoutError(message) from first_timeout
+
+    def _stack(
+        self,
+        values: Sequence[Any],
+        indices: Sequence[int],
+        call: str,
+        what: str,
+        shape: tuple[int, ...],
+        rule: str,
+        dtype: Any = None,
+    ) -> np.ndarray:
+        """Stacks one value per environment into [K, *shape], or raises naming a wrong one.
+
+        Args:
+          values: K values, one from each environment at `indices`.
+          indices: K environment indices.
+          call: the environment call that returned the values, e.g. 'step'.
+          what: what a value is, e.g. 'an observation'.
+          shape: the shape every value must have.
+          rule: the message's reason for `shape`.
+          dtype: the dtype of the result; that of the values when None.
+
+        Raises:
+          ValueError: naming the first environment whose value has another shape, the
+            shape it has and the shape it should have.
+        """
+        try:
+            batch = np.stack(values) if dtype is None else np.asarray(values, dtype)
+        except ValueError:  # Values of different shapes, or not numbers.
+            batch = None
+        if batch is not None and batch.shape[1:] == shape:
+            return batch
+        for index, value in zip(indices, values):
+            if np.shape(value) != shape:
+                raise ValueError(
+                    f"{self._describe(index)} returned {what} of shape {np.shape(value)} "
+                    f"from {call}(), but {rule}."
+                )
+        # The shapes are right, so the values are not numbers: raise the error of that.
+        return np.asarray(values, dtype)
+
+    def _describe(self, index: int) -> str:
+        """'Environment 3', with the name of its worker if it has one."""
+        env = self._envs[index]
+        if isinstance(env, ExternalProcess):
+            return f"Environment {index} (worker {env.name!r})"
+        return f"Environment {index}"
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """Checks the shape of `actions` and, for Discrete spaces, their values."""
@@ -205,18 +294,21 @@ class GroupedBatchEnv(BatchEnv):
     is the sum of the sizes of the groups before it. `envs[i]` is group i.
     """
 
-    def __init__(self, groups: Sequence[Any], sizes: Sequence[int], blocking: bool):
+    def __init__(
+        self, groups: Sequence[Any], sizes: Sequence[int], blocking: bool, timeout: float = 60.0
+    ):
         """Checks that the spaces of the groups match.
 
         Args:
           groups: the groups of environments; at least one.
           sizes: the number of environments in each group.
           blocking: when false, step and reset `ExternalProcess` groups in parallel.
+          timeout: seconds to wait for the groups in workers; see `BatchEnv`.
 
         Raises:
           ValueError: sizes do not match the groups, or the spaces of the groups differ.
         """
-        super().__init__(groups, blocking)
+        super().__init__(groups, blocking, timeout)
         if len(sizes) != len(groups) or any(int(size) < 1 for size in sizes):
             raise ValueError(
                 f"sizes={list(sizes)} must give a positive size for each of the "

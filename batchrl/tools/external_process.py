@@ -102,6 +102,9 @@ class ExternalProcess:
         promises = [env.step(action, blocking=False) for env, action in zip(envs, actions)]
         transitions = [promise() for promise in promises]
 
+    Several threads may call one worker: the worker answers one request at a time and in
+    order, and each call, blocking or not, gets the answer to its own request.
+
     Exceptions of the environment are re-raised as `RemoteEnvironmentError`; a worker that
     dies raises `WorkerDiedError` and a call that takes longer than `timeout` seconds raises
     `TimeoutError`, both naming the worker. The worker ignores SIGINT, so that Ctrl-C
@@ -130,7 +133,10 @@ class ExternalProcess:
         payload = cloudpickle.dumps(constructor)
         self._timeout = timeout
         self._name = name if name is not None else str(next(_counter))
-        self._pending = None
+        # Held from sending a request until its answer is read, so that threads take turns;
+        # reentrant because a request first reads the answer of the pending promise.
+        self._lock = threading.RLock()
+        self._pending = None  # The promise whose answer is the next in the pipe.
         self._closed_reason = None
         self._conn, child_conn = multiprocessing.Pipe()
         python_path = os.pathsep.join([path or os.getcwd() for path in sys.path])
@@ -243,46 +249,70 @@ class ExternalProcess:
 
     def _request(self, message: str, payload: Any, call: str) -> Callable[[], Any]:
         """Sends a request and returns the promise of its answer."""
-        if self._pending is not None:
-            # Keep the pipe in order: the answer of an uncollected call is read first.
-            self._pending.wait()
-        if self._closed_reason is not None:
-            raise ExternalProcessError(f"Cannot call {call} on {self}: {self._closed_reason}.")
-        try:
-            self._conn.send((message, payload))
-        except OSError:
-            raise self._died(call) from None
-        promise = _Promise(self, call)
-        self._pending = promise
-        return promise
+        with self._lock:
+            if self._pending is not None:
+                # Keep the pipe in order: the answer of an uncollected call is read first.
+                self._pending.wait()
+            if self._closed_reason is not None:
+                raise ExternalProcessError(f"Cannot call {call} on {self}: {self._closed_reason}.")
+            try:
+                self._conn.send((message, payload))
+            except OSError:
+                raise self._died(call) from None
+            promise = _Promise(self, call)
+            self._pending = promise
+            return promise
 
-    def _receive(self, call: str, expected: str = _RESULT) -> Any:
-        """Waits for the next answer of the worker, watching for death and timeout."""
-        if self._closed_reason is not None:
-            raise ExternalProcessError(f"Cannot wait for {call} on {self}: {self._closed_reason}.")
-        deadline = time.monotonic() + self._timeout
-        while not self._conn.poll(_POLL_INTERVAL):
+    def _receive(self, call: str, expected: str = _RESULT, timeout: float | None = None) -> Any:
+        """Waits for the next answer of the worker, watching for death and timeout.
+
+        Args:
+          call: what was asked, for error messages.
+          expected: the kind of answer expected.
+          timeout: seconds to wait; the worker's `timeout` when None.
+        """
+        timeout = self._timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while not self._poll(call, deadline):
             if self._process.poll() is not None:
                 raise self._died(call)
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 self._closed_reason = f"{call} timed out"
+                self._process.terminate()  # A hung worker would not read a request to close.
                 self.close()
                 raise TimeoutError(
                     f"Environment worker {self._name!r} (pid {self.pid}) did not answer "
-                    f"{call} within {self._timeout} seconds; the worker was terminated."
+                    f"{call} within {timeout} seconds; the worker was terminated."
                 )
         try:
             message, payload = self._conn.recv()
         except (EOFError, OSError):
             raise self._died(call) from None
+        except BaseException:
+            # Interrupted (Ctrl-C) within an answer: its rest would be read as the next one.
+            self._closed_reason = f"{call} was interrupted while its answer was read"
+            self.close()
+            raise
         if message == _EXCEPTION:
             raise RemoteEnvironmentError(repr(self), call, *payload)
         if message != expected:
             raise ExternalProcessError(f"Worker {self} sent {message!r} instead of {expected!r}.")
         return payload
 
-    def _died(self, call: str) -> WorkerDiedError:
-        """Reaps a dead worker and describes its death."""
+    def _poll(self, call: str, deadline: float) -> bool:
+        """Whether an answer is ready, after waiting up to a poll interval before `deadline`."""
+        try:
+            if self._closed_reason is None:
+                return self._conn.poll(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+        except OSError:  # Another thread closed the pipe meanwhile.
+            pass
+        reason = self._closed_reason or "it was closed"
+        raise ExternalProcessError(f"Cannot wait for {call} on {self}: {reason}.")
+
+    def _died(self, call: str) -> ExternalProcessError:
+        """Reaps a dead worker and describes its death (or its closing by another thread)."""
+        if self._closed_reason is not None:
+            return ExternalProcessError(f"Cannot finish {call} on {self}: {self._closed_reason}.")
         try:
             exit_code = self._process.wait(_CLOSE_GRACE)
         except subprocess.TimeoutExpired:  # It closed the pipe but lingers.
@@ -310,20 +340,33 @@ class _Promise:
         self._value = None
         self._error = None
 
-    def wait(self) -> None:
-        """Reads the answer from the pipe, keeping a raised error for `__call__`."""
-        if self._done:
-            return
-        self._done = True
-        if self._process._pending is self:
-            self._process._pending = None
-        try:
-            self._value = self._process._receive(self._call)
-        except Exception as error:
-            self._error = error
+    def wait(self, timeout: float | None = None) -> None:
+        """Reads the answer from the pipe, keeping a raised error for `__call__`.
 
-    def __call__(self) -> Any:
-        self.wait()
+        Args:
+          timeout: seconds to wait for the answer; the worker's `timeout` when None.
+        """
+        process = self._process
+        with process._lock:
+            if self._done:
+                return
+            try:
+                self._value = process._receive(self._call, timeout=timeout)
+            except Exception as error:
+                self._error = error
+            # Not reached when interrupted (Ctrl-C) before the answer came: the promise
+            # stays pending, and the next request reads that answer here first.
+            self._done = True
+            if process._pending is self:
+                process._pending = None
+
+    def __call__(self, timeout: float | None = None) -> Any:
+        """Waits for the answer and returns it, or raises the error of the call.
+
+        Args:
+          timeout: seconds to wait for the answer; the worker's `timeout` when None.
+        """
+        self.wait(timeout)
         if self._error is not None:
             raise self._error
         return self._value

@@ -62,7 +62,10 @@ class InGraphBatchEnv(InGraphEnv):
     def _step(self, action):
         # One packed float32 output [B, observ size + 3] instead of four: every output of
         # a numpy_function costs a conversion, and this call runs once per step.
-        packed = tf.numpy_function(self._step_numpy, [action], tf.float32, name="batch_env_step")
+        with tf.control_dependencies(self._after_last_call()):
+            packed = tf.numpy_function(
+                self._step_numpy, [action], tf.float32, name="batch_env_step"
+            )
         batch_size = len(self)
         size = int(np.prod(self._observ_shape))
         packed.set_shape([batch_size, size + 3])
@@ -73,9 +76,24 @@ class InGraphBatchEnv(InGraphEnv):
         return observ, reward, terminated, truncated
 
     def _reset(self, indices):
-        observ = tf.numpy_function(self._reset_numpy, [indices], tf.float32, name="batch_env_reset")
+        with tf.control_dependencies(self._after_last_call()):
+            observ = tf.numpy_function(
+                self._reset_numpy, [indices], tf.float32, name="batch_env_reset"
+            )
         observ.set_shape((None,) + self._observ_shape)
         return observ
+
+    def _after_last_call(self) -> list:
+        """Control inputs that order a call of the batch after every earlier one.
+
+        Automatic control dependencies order a `tf.numpy_function`, which takes no variable,
+        against other such calls but not against a `tf.cond` that writes variables, such as
+        a reset of some environments: a step could run before that reset or during it. Every
+        step and reset writes `done`, and reading it waits for the latest of them.
+        """
+        if tf.executing_eagerly():
+            return []
+        return [self.done.read_value()]
 
     def _step_numpy(self, action):
         _keep_thread_state()

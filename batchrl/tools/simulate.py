@@ -16,6 +16,8 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
     `algo.end_episodes` for the environments whose episode ended in this step.
     `begin_episodes` and `end_episodes` are only called with at least one index. Episodes
     interrupted by `reset` are dropped from the statistics and get no `end_episodes` call.
+    Inside a graph too, each of these calls runs after every side effect of the one before,
+    whether or not its inputs depend on it (an action of zeros still waits for the reset).
 
     Wrap the call in `tf.function` so that all `steps` run as one graph call
     (a `tf.while_loop`); with an environment written in TensorFlow ops, also
@@ -42,15 +44,17 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
     all_indices = tf.range(len(batch_env))  # [B]
 
     def body(step, sum_return, sum_length, episodes):
+        in_order = _InOrder(step)
         with tf.summary.record_if(log):
             reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))  # [B]
-            _if_any(reset_mask, lambda: _begin(batch_env, algo, _indices(reset_mask)))
-            observ = batch_env.observ.read_value()  # [B, ...]
-            action = algo.perform(all_indices, observ)  # [B, ...]
-            next_observ, reward, terminated, truncated = batch_env.step(action)
-            algo.experience(all_indices, observ, action, reward, terminated, truncated, next_observ)
+            in_order(_if_any, reset_mask, lambda: _begin(batch_env, algo, _indices(reset_mask)))
+            observ = in_order(batch_env.observ.read_value)  # [B, ...]
+            action = in_order(algo.perform, all_indices, observ)  # [B, ...]
+            next_observ, reward, terminated, truncated = in_order(batch_env.step, action)
+            transition = (observ, action, reward, terminated, truncated, next_observ)
+            in_order(algo.experience, all_indices, *transition)
             done_mask = tf.logical_or(terminated, truncated)  # [B]
-            _if_any(done_mask, lambda: algo.end_episodes(_indices(done_mask)))
+            in_order(_if_any, done_mask, lambda: algo.end_episodes(_indices(done_mask)))
         ended_return = tf.where(done_mask, batch_env.episode_return, 0.0)  # [B]
         ended_length = tf.where(done_mask, batch_env.episode_length, 0)  # [B]
         return (
@@ -85,8 +89,38 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
 
 
 def _begin(batch_env, algo, indices):
-    batch_env.reset(indices)
-    algo.begin_episodes(indices)
+    in_order = _InOrder(indices)
+    in_order(batch_env.reset, indices)
+    in_order(algo.begin_episodes, indices)
+
+
+class _InOrder:
+    """Runs calls in a graph in program order: each after every stateful op of the last.
+
+    Automatic control dependencies order two stateful ops only when they use the same
+    variable, or when neither uses any. An environment step (a `tf.numpy_function`, no
+    variable) and a reset inside `tf.cond` (which writes variables) would otherwise run in
+    either order or at once, and so would an algorithm's side effects and the environment
+    calls. Eagerly, calls run in order anyway.
+    """
+
+    def __init__(self, tensor: tf.Tensor):
+        """Orders calls in the graph of `tensor`, e.g. a loop variable of the body."""
+        self._graph = None if tf.executing_eagerly() else tensor.graph
+        self._last = []  # The stateful ops of the latest call that had any.
+
+    def __call__(self, fn, *args):
+        if self._graph is None:
+            return fn(*args)
+        start = len(self._graph.get_operations())
+        with tf.control_dependencies(self._last):
+            result = fn(*args)
+        created = self._graph.get_operations()[start:]
+        # Ops inside a nested tf.cond or tf.while_loop belong to graphs of their own, and
+        # the cond or loop op here finishes only after them.
+        stateful = [op for op in created if op.op_def.is_stateful]
+        self._last = stateful or self._last
+        return result
 
 
 def _if_any(mask, fn):

@@ -67,6 +67,29 @@ class BoxEnv(gym.Env):
         return np.asarray(action), 0.0, False, False, {"dtype": str(np.asarray(action).dtype)}
 
 
+class WrongShapeEnv(CountEnv):
+    """A CountEnv that declares observations of shape (3,) and scalar rewards, but whose
+    steps return an observation of `observ_shape` and a reward of `reward_shape`; its
+    resets too when `in_reset`."""
+
+    def __init__(self, observ_shape=(3,), reward_shape=(), in_reset=False):
+        super().__init__()
+        self.observ_shape = observ_shape
+        self.reward_shape = reward_shape
+        self.in_reset = in_reset
+
+    def reset(self, *, seed=None, options=None):
+        observ, info = super().reset(seed=seed, options=options)
+        if self.in_reset:
+            observ = np.resize(observ, self.observ_shape)
+        return observ, info
+
+    def step(self, action):
+        observ, reward, terminated, truncated, info = super().step(action)
+        observ = np.resize(observ, self.observ_shape)
+        return observ, np.full(self.reward_shape, reward), terminated, truncated, info
+
+
 # pytest imports the tests by path, so worker processes cannot import this module by name;
 # cloudpickle sends its classes by value instead.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -10,9 +10,17 @@ import pytest
 
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.external_process import ExternalProcess, RemoteEnvironmentError
-from tests.tools._envs import BoxEnv, CountEnv
+from tests.tools._envs import BoxEnv, CountEnv, WrongShapeEnv
 
 pytestmark = pytest.mark.usefixtures("no_new_children")
+
+
+def is_gone(pid):
+    """Whether `pid` no longer runs (it may remain as a zombie of another parent)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_step_and_reset_return_batched_arrays():
@@ -174,3 +182,87 @@ def test_groups_in_worker_processes_match_environments_in_process():
             for got, expected in zip(envs.step(actions), local.step(actions), strict=True):
                 np.testing.assert_array_equal(got, expected)
         assert envs[0].call("__len__") == 2  # Group 0 lives in its worker.
+
+
+def test_hung_workers_share_one_deadline_and_are_all_named():
+    hung = lambda: CountEnv(delay=60.0)
+    workers = [
+        ExternalProcess(CountEnv, name="fine"),
+        ExternalProcess(hung, name="hung-1"),
+        ExternalProcess(CountEnv, name="also-fine"),
+        ExternalProcess(hung, name="hung-2"),
+    ]
+    with BatchEnv(workers, blocking=False, timeout=1.0) as batch:
+        batch.reset()
+        # Waiting on each in turn, the second hung worker would be named in a second error
+        # after a second wait; against one deadline both are named in the first.
+        with pytest.raises(TimeoutError) as raised:
+            batch.step([0, 0, 0, 0])
+        message = str(raised.value)
+        assert "did not answer step() within 1.0 seconds and were terminated" in message
+        assert f"'hung-1' (pid {workers[1].pid}), 'hung-2' (pid {workers[3].pid})" in message
+        assert "fine" not in message
+        assert is_gone(workers[1].pid) and is_gone(workers[3].pid)
+        observ = batch[0].step(1)[0]  # The others answered and are ready for more.
+        assert observ.tolist() == [2, 1, -1]
+
+
+def test_blocking_batch_waits_for_each_worker_with_its_timeout():
+    workers = [ExternalProcess(CountEnv), ExternalProcess(lambda: CountEnv(delay=60.0), "hung")]
+    with BatchEnv(workers, blocking=True, timeout=0.5) as batch:
+        batch.reset()
+        with pytest.raises(
+            TimeoutError, match=r"'hung' \(pid \d+\) did not answer step\(\) within 0.5"
+        ):
+            batch.step([0, 0])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            dict(observ_shape=(4,)),
+            r"Environment 1 returned an observation of shape \(4,\) from step\(\), but its "
+            r"observation_space declares shape \(3,\)\.",
+        ),
+        (
+            dict(observ_shape=(4,), in_reset=True),
+            r"Environment 1 returned an observation of shape \(4,\) from reset\(\), but its "
+            r"observation_space declares shape \(3,\)\.",
+        ),
+        (
+            dict(observ_shape=(3, 1)),
+            r"Environment 1 returned an observation of shape \(3, 1\) from step\(\)",
+        ),
+        (
+            dict(reward_shape=(1,)),
+            r"Environment 1 returned a reward of shape \(1,\) from step\(\), but it must be "
+            r"a scalar\.",
+        ),
+    ],
+)
+def test_wrong_shapes_raise_naming_the_environment_and_both_shapes(kwargs, message):
+    envs = BatchEnv([CountEnv(), WrongShapeEnv(**kwargs), CountEnv()], blocking=True)
+    with pytest.raises(ValueError, match=message):
+        envs.reset()
+        envs.step([0, 0, 0])
+
+
+def test_all_observations_of_one_wrong_shape_are_caught():
+    envs = BatchEnv([WrongShapeEnv(observ_shape=(2,)) for _ in range(2)], blocking=True)
+    envs.reset()
+    with pytest.raises(ValueError, match=r"Environment 0 returned an observation of shape \(2,\)"):
+        envs.step([0, 0])
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_wrong_shape_in_a_worker_names_the_worker(blocking):
+    workers = [
+        ExternalProcess(CountEnv),
+        ExternalProcess(lambda: WrongShapeEnv(observ_shape=(5,)), name="bad"),
+    ]
+    with BatchEnv(workers, blocking) as envs:
+        envs.reset()
+        message = r"Environment 1 \(worker 'bad'\) returned an observation of shape \(5,\)"
+        with pytest.raises(ValueError, match=message):
+            envs.step([0, 0])

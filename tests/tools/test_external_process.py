@@ -1,5 +1,6 @@
 """Tests of ExternalProcess: forwarding, constructors, errors, dead workers and cleanup."""
 
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -244,3 +245,78 @@ def test_worker_exits_when_its_parent_is_killed(run_script):
     while not is_gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert is_gone(pid)
+
+
+def test_calls_from_several_threads_get_their_own_answers():
+    # Observations are [steps, last action, seed]: a reset with seed k answers ([0, 0, k],
+    # info) and a step with action a answers ([n, a, seed], a, ...), so an answer handed to
+    # the wrong call shows.
+    def resets(env, stop):
+        count, wrong = 0, []
+        while time.monotonic() < stop:
+            count += 1
+            answer = env.reset(seed=count)
+            if not (isinstance(answer, tuple) and len(answer) == 2):
+                wrong.append(answer)
+            elif answer[0].tolist() != [0, 0, count]:
+                wrong.append(answer)
+        return count, wrong
+
+    def steps(env, stop):
+        count, wrong = 0, []
+        while time.monotonic() < stop:
+            count += 2
+            first, second = env.step(1, blocking=False), env.step(0, blocking=False)
+            for action, answer in [(0, second()), (1, first())]:  # In reverse order.
+                if not (isinstance(answer, tuple) and len(answer) == 5):
+                    wrong.append(answer)
+                elif not answer[0][1] == answer[1] == action:
+                    wrong.append(answer)
+        return count, wrong
+
+    def attributes(env, stop):
+        count, wrong = 0, []
+        while time.monotonic() < stop:
+            count += 1
+            if env.delay != 0.0:
+                wrong.append(env.delay)
+        return count, wrong
+
+    with ExternalProcess(CountEnv) as env:
+        stop = time.monotonic() + 1.5
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            futures = [pool.submit(calls, env, stop) for calls in (resets, steps, attributes)]
+            results = [future.result() for future in futures]
+        for count, wrong in results:
+            assert count > 20 and not wrong, wrong[:3]
+        assert env.reset(seed=5)[0].tolist() == [0, 0, 5]  # The worker survived.
+
+
+def test_call_interrupted_by_ctrl_c_leaves_its_answer_to_itself():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with ExternalProcess(lambda: CountEnv(delay=0.5)) as env:
+            env.reset(seed=1)
+            signal.setitimer(signal.ITIMER_REAL, 0.2)  # Lands while the step is awaited.
+            with pytest.raises(KeyboardInterrupt):
+                env.step(1)
+            # The step's answer is still read first, and not handed to the reset.
+            assert env.reset(seed=2)[0].tolist() == [0, 0, 2]
+            assert env.step(0)[0].tolist() == [1, 0, 2]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_close_from_another_thread_ends_a_waiting_call():
+    env = ExternalProcess(lambda: CountEnv(delay=60.0))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(env.step, 0)
+        time.sleep(0.2)
+        env.close()
+        with pytest.raises(ExternalProcessError, match="Cannot wait for step.*it was closed"):
+            waiting.result(timeout=5)
+    assert is_gone(env.pid)

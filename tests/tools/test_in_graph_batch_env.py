@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from batchrl.tools import BatchEnv, InGraphBatchEnv, MockEnvironment
+from tests.tools._envs import CountEnv, WrongShapeEnv
 
 
 class NanEnv(MockEnvironment):
@@ -75,3 +76,30 @@ def test_rejects_unsupported_observation_space():
 
     with pytest.raises(ValueError, match="Unsupported observation space Discrete"):
         InGraphBatchEnv(BatchEnv([DiscreteObserv()], blocking=True))
+
+
+def test_step_runs_after_a_reset_inside_cond():
+    # Episodes of one step: every step needs the reset before it. The actions are constants,
+    # so only the environment itself can order its step after the reset in the cond.
+    envs = [MockEnvironment(min_duration=1, max_duration=1) for _ in range(2)]
+    env = InGraphBatchEnv(BatchEnv(envs, blocking=True))
+
+    def reset():
+        env.reset()
+
+    @tf.function
+    def reset_and_step():
+        tf.cond(tf.reduce_any(env.done), reset, lambda: None)
+        return env.step(tf.zeros([2, 1]))
+
+    for _ in range(100):
+        reset_and_step()
+    assert [e.steps for e in envs] == [[1] * 100] * 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(observ_shape=(4,)), dict(reward_shape=(2,))])
+def test_wrong_shapes_name_the_environment_instead_of_failing_in_the_graph(kwargs):
+    env = InGraphBatchEnv(BatchEnv([CountEnv(), WrongShapeEnv(**kwargs)], blocking=True))
+    env.reset()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Environment 1 returned an? "):
+        tf.function(env.step)(tf.constant([0, 0]))
