@@ -1,28 +1,49 @@
 """A complete custom algorithm: REINFORCE with a running-mean baseline, for Discrete actions.
 
-Run it with `python examples/reinforce.py`; the README walks through it.
+Run it with `python examples/reinforce.py`, or through the train script, which finds it by
+entry point and reads its own config section (`reinforce`):
+
+    PYTHONPATH=examples python -m batchrl.scripts.train --config=cartpole \
+        --set algorithm.name=reinforce:Reinforce --set reinforce.learning_rate=3e-3
 """
 
 import gymnasium as gym
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from batchrl.core import Algorithm
+from batchrl.core import Algorithm, Policy
 from batchrl.networks import MLP
 from batchrl.tools import BatchEnv, InGraphBatchEnv, simulate
 
 
-class Reinforce(Algorithm):
-    """Monte-Carlo policy gradient, one update per finished episode batch."""
+class Reinforce(Algorithm, Policy):
+    """Monte-Carlo policy gradient, one update per finished episode batch.
 
-    def __init__(self, batch_env, max_length=500, learning_rate=2e-3, discount=0.99):
+    As a `Policy` (`act`) the train script evaluates and exports it; its keys live in the
+    config section `reinforce`, whose schema is `config_defaults`.
+    """
+
+    config_section = "reinforce"
+    config_defaults = {"learning_rate": 2e-3, "discount": 0.99, "max_length": 500}
+
+    @classmethod
+    def check_config(cls, config):
+        from batchrl.tools import ConfigError
+
+        if not config.reinforce.learning_rate > 0:
+            raise ConfigError(f"reinforce.learning_rate={config.reinforce.learning_rate} <= 0.")
+
+    def __init__(self, batch_env, config=None, step=None, seed=0):
         super().__init__()
-        self._discount = discount
-        self._max_length = max_length
+        cfg = config.reinforce if config is not None else self.config_defaults
+        self._discount = cfg["discount"]
+        self._max_length = cfg["max_length"]
         batch_size, observ_size = len(batch_env), batch_env.observation_space.shape[0]
         self.policy = MLP([32], batch_env.action_space.n, output_gain=0.01)
         self.policy(tf.zeros([1, observ_size]))
-        self.optimizer = tf.keras.optimizers.Adam(learning_rate)
+        self.optimizer = tf.keras.optimizers.Adam(cfg["learning_rate"])
+        self._rng = tf.random.Generator.from_seed(seed)
+        max_length = self._max_length
         # Each agent's current episode, time-major: [L, B, ...].
         self.observ = tf.Variable(tf.zeros([max_length, batch_size, observ_size]))
         self.action = tf.Variable(tf.zeros([max_length, batch_size], tf.int32))
@@ -35,7 +56,15 @@ class Reinforce(Algorithm):
 
     def perform(self, agent_indices, observ):
         logits = self.policy(observ)  # [K, A]
-        return tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]  # [K]
+        seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
+        return tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)[:, 0]  # [K]
+
+    def act(self, observ, deterministic=True):
+        logits = self.policy(observ)  # [N, A]
+        if deterministic:
+            return tf.argmax(logits, -1, output_type=tf.int32)  # [N]
+        seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
+        return tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)[:, 0]
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         time = tf.minimum(tf.gather(self.length, agent_indices), self._max_length - 1)

@@ -92,9 +92,10 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     Args:
       config: the config.
       sources: where each key's value came from; with it, keys of sections the config
-        does not use are refused when `top` (the config file named on the command line)
-        or an override sets them. Presets it builds on (`base:`) may set them: a preset
-        such as `debug` serves several algorithms.
+        does not use are refused when an override sets them, or `top` (the config file
+        named on the command line) sets them and also chooses the algorithm or runner.
+        Presets it builds on (`base:`) may set them, as may a preset whose algorithm an
+        override replaces: a preset such as `debug` serves several algorithms.
       top: the path of the config file itself.
     """
     algo_cls = algorithm_class(config)
@@ -184,9 +185,11 @@ def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None
     for section, key in owners.items():
         if section in active or section not in config:
             continue
+        # A preset reused for another algorithm by an override keeps its unused keys.
+        chosen_by_override = sources.get(key, "").startswith("override")
         for name in config[section]:
             origin = sources.get(f"{section}.{name}", "")
-            if origin == top or origin.startswith("override"):
+            if origin.startswith("override") or (origin == top and not chosen_by_override):
                 chosen = config[key]
                 raise ConfigError(
                     f"{origin}: {section}.{name} is set, but {key}={chosen!r} does not read "
