@@ -24,7 +24,7 @@ from batchrl.tools import load_run_config
         (["--config=debug", "--set", "ppo.learning_rate=-1"], "ppo.learning_rate=-1.0"),
         (
             ["--config=debug", "--set", "ppo.discount=1.5"],
-            r"ppo.discount=1.5; it must be in \[0, 1\]",
+            "ppo.discount=1.5; it must be in [0, 1]",
         ),
         (["--config=debug", "--set", "ppo.epochs=0"], "ppo.epochs=0"),
         (["--config=debug", "--set", "ppo.rollout_length=0"], "ppo.rollout_length=0"),
