@@ -65,7 +65,10 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         batch_env = runner_cls.make_batch_env(config, cfg.seed)
         eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
         algo = make_algorithm(config, batch_env, step)
-        checkpoint = tf.train.Checkpoint(step=step, algo=algo)
+        tracked = {"step": step, "algo": algo}
+        if _holds_its_state(batch_env):  # Environments in TensorFlow ops resume exactly.
+            tracked["env"] = batch_env
+        checkpoint = tf.train.Checkpoint(**tracked)
         checkpoints = Checkpoints(checkpoint, logdir / "checkpoints")
         _write_config(config, logdir)
         report = lambda text: progress(text, final=True)  # noqa: E731
@@ -78,8 +81,10 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
                     "were restored; experience buffers start empty.",
                     final=True,
                 )
-        # New seeds after a resume, so that environments do not replay the same episodes.
-        _reseed(batch_env, cfg.seed + int(step))
+        # New seeds after a resume, so that environments whose state is not in the
+        # checkpoint (Gymnasium's) do not replay the same episodes.
+        if not _holds_its_state(batch_env):
+            _reseed(batch_env, cfg.seed + int(step))
         _reseed(eval_env, cfg.seed + int(step) + 10**6)
         trainer = runner_cls(config, algo, batch_env, seed=cfg.seed + int(step))
         policy = algo if isinstance(algo, Policy) else None
@@ -152,6 +157,11 @@ def _write_config(config: Config, logdir: Path) -> None:
     if path.exists() and load_saved_run_config(path) == config:
         return
     save_config(config, path)
+
+
+def _holds_its_state(env) -> bool:
+    """Whether the whole state of `env` is in its variables: an environment in TF ops."""
+    return isinstance(env, tf.Module) and not isinstance(env, InGraphBatchEnv)
 
 
 def _reseed(env, seed: int) -> None:
