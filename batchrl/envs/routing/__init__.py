@@ -7,12 +7,14 @@ the import, `gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0")` f
 
 import gymnasium as gym
 
+from batchrl.envs.routing.heuristics import HEURISTICS, Heuristic
 from batchrl.envs.routing.observation import (
     DEMANDS,
     RoutingObserv,
     observation_space,
     split_observ,
 )
+from batchrl.envs.routing.routing import Routing
 from batchrl.envs.routing.routing_env import RoutingEnv
 from batchrl.envs.routing.topology import Topology, load_topology, make_topology
 
@@ -30,6 +32,9 @@ for _topology, _env_id in GYM_IDS.items():
 __all__ = [
     "DEMANDS",
     "GYM_IDS",
+    "HEURISTICS",
+    "Heuristic",
+    "Routing",
     "RoutingEnv",
     "RoutingObserv",
     "Topology",
