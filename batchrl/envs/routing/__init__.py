@@ -1,9 +1,4 @@
-"""Routing demands through an optical transport network: topologies, environments, heuristics.
-
-Importing this package registers the Gymnasium environments
-'batchrl/Routing-NSFNET-v0' and 'batchrl/Routing-GEANT2-v0' (`RoutingEnv`); also without
-the import, `gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0")` finds them.
-"""
+"""Routing demands through an optical transport network: topologies, environments, heuristics."""
 
 import gymnasium as gym
 
@@ -18,6 +13,8 @@ from batchrl.envs.routing.routing import Routing
 from batchrl.envs.routing.routing_env import RoutingEnv
 from batchrl.envs.routing.topology import Topology, load_topology, make_topology
 
+# Importing this package registers the Gymnasium ids of `RoutingEnv`; without the import,
+# gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0") imports it first.
 GYM_IDS = {"nsfnet": "batchrl/Routing-NSFNET-v0", "geant2": "batchrl/Routing-GEANT2-v0"}
 
 for _topology, _env_id in GYM_IDS.items():
