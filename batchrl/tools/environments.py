@@ -29,6 +29,8 @@ _PLUGINS = {"MinAtar": ("minatar.gym", "register_envs")}
 
 def _register_plugin(env_id: str) -> None:
     """Registers the environments of `env_id`'s namespace, if a known plugin provides it."""
+    if env_id.startswith("batchrl/Routing-") and env_id not in gym.registry:
+        importlib.import_module("batchrl.envs.routing")  # Registers its Gymnasium ids.
     namespace = env_id.split("/")[0] if "/" in env_id else None
     if namespace not in _PLUGINS or env_id in gym.registry:
         return

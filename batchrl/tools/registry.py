@@ -115,5 +115,7 @@ ENVIRONMENTS = Registry(
         "CartPole-v1": "batchrl.envs.cartpole:CartPole",
         "MountainCarContinuous-v0": "batchrl.envs.mountain_car_continuous:MountainCarContinuous",
         "Pendulum-v1": "batchrl.envs.pendulum:Pendulum",
+        "batchrl/Routing-NSFNET-v0": "batchrl.envs.routing:make_nsfnet",
+        "batchrl/Routing-GEANT2-v0": "batchrl.envs.routing:make_geant2",
     },
 )

@@ -1,5 +1,7 @@
 """Routing demands through an optical transport network: topologies, environments, heuristics."""
 
+import functools
+
 import gymnasium as gym
 
 from batchrl.envs.routing.heuristics import HEURISTICS, Heuristic
@@ -25,6 +27,9 @@ for _topology, _env_id in GYM_IDS.items():
             kwargs={"topology": _topology},
         )
 
+# The batched environments in TensorFlow ops, by the same ids (env.backend: tensorflow).
+make_nsfnet = functools.partial(Routing, topology="nsfnet")
+make_geant2 = functools.partial(Routing, topology="geant2")
 
 __all__ = [
     "DEMANDS",
@@ -36,6 +41,8 @@ __all__ = [
     "RoutingObserv",
     "Topology",
     "load_topology",
+    "make_geant2",
+    "make_nsfnet",
     "make_topology",
     "observation_space",
     "split_observ",
