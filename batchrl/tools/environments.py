@@ -88,7 +88,7 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
 
     Args:
       env_config: the `env` section of a config (`id`, `max_episode_steps`, `processes`,
-        `envs_per_process`).
+        `envs_per_process`, `worker_timeout`).
       num_envs: how many environments.
       processes: overrides `env_config.processes` when given.
 
@@ -102,6 +102,7 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
     if per_process < 1:
         raise ConfigError(f"env.envs_per_process={per_process} must be at least 1.")
     processes = env_config.processes if processes is None else processes
+    timeout = float(env_config.get("worker_timeout", 60.0))
     constructor = functools.partial(make_env, env_config.id, env_config.max_episode_steps)
     if not processes:
         return BatchEnv([constructor() for _ in range(num_envs)], blocking=True)
@@ -115,14 +116,14 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
                 first = index * per_process
                 target = functools.partial(make_group, constructor, size)
                 name = f"{first}-{first + size - 1}:{env_config.id}"
-            workers.append(ExternalProcess(target, name=name))
+            workers.append(ExternalProcess(target, name=name, timeout=timeout))
     except BaseException:
         for worker in workers:
             worker.close()
         raise
     if per_process == 1:
-        return BatchEnv(workers, blocking=False)
-    return GroupedBatchEnv(workers, sizes, blocking=False)
+        return BatchEnv(workers, blocking=False, timeout=timeout)
+    return GroupedBatchEnv(workers, sizes, blocking=False, timeout=timeout)
 
 
 class EnvSpaces:

@@ -228,6 +228,7 @@ def _check_env(env: Config, train: Config) -> None:
     check_choice("env.backend", env.backend, BACKENDS)
     _positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
     _require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
+    _require(env.worker_timeout > 0, "env.worker_timeout", env.worker_timeout, "> 0 seconds")
     if env.backend == "tensorflow":
         check_tensorflow_env_id(env.id)
         if env.eval_on_gymnasium:
