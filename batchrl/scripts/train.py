@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -30,6 +31,15 @@ class _Terminated(Exception):
 
 def _terminate(signum, frame):
     raise _Terminated
+
+
+def _one_line(error: BaseException) -> str:
+    """The first line of an error; for an error raised in a graph, the Python error inside."""
+    lines = str(error).strip().splitlines()
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", lines[0] if lines else "")
+    if re.match(r"^\w+(Error|Exception): ", line):  # The original error, named in the text.
+        return line
+    return f"{type(error).__name__}: {line}"
 
 
 def main(argv=None) -> int:
@@ -62,10 +72,8 @@ def main(argv=None) -> int:
         except Exception as error:  # One clear line; BATCHRL_TRACEBACK=1 shows the rest.
             if os.environ.get("BATCHRL_TRACEBACK"):
                 raise
-            message = str(error).strip().splitlines()
-            detail = message[0] if message else ""
             print(
-                f"Training failed: {type(error).__name__}: {detail}\n"
+                f"Training failed: {_one_line(error)}\n"
                 "(Checkpoints up to the last one saved are kept; rerun the command to resume. "
                 "BATCHRL_TRACEBACK=1 prints the traceback.)",
                 file=sys.stderr,

@@ -158,3 +158,36 @@ def test_a_run_of_batchrl_0_1_resumes(tmp_path):
     count = "algo/observ_normalizer/_count/.ATTRIBUTES/VARIABLE_VALUE"
     assert float(new[count]) == float(old[count]) + 32
     assert "ppo:" in (logdir / "config.yaml").read_text()  # Rewritten in sections.
+
+
+def test_a_dead_worker_in_synchronous_training_ends_with_one_message(tmp_path):
+    """Exit 1 and one line that names the worker; the checkpoints so far are kept."""
+    command = [
+        sys.executable,
+        "-m",
+        "batchrl.scripts.train",
+        "--config=debug",
+        f"--logdir={tmp_path / 'run'}",
+        *("--set", "env.id=batchrl/Mock-v0", "--set", "env.processes=true"),
+        *("--set", "env.eval_envs=1", "--set", "train.eval_every=0"),
+        *("--set", "train.total_steps=10000000", "--set", "train.checkpoint_every=32"),
+    ]
+    process = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    folder = tmp_path / "run" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(folder.glob("ckpt-*.index")):
+        time.sleep(0.2)
+    workers = psutil.Process(process.pid).children()
+    assert len(workers) == 3  # Two training workers and one evaluation worker.
+    workers[0].kill()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("Training failed")]
+    assert len(lines) == 1 and "died" in lines[0] and ":batchrl/Mock-v0" in lines[0], err
+    assert tf.train.latest_checkpoint(str(folder)) is not None
