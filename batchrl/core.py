@@ -40,7 +40,10 @@ class Algorithm(tf.Module, abc.ABC):
     evaluates and exports it when it is also a `Policy`. Its keys live in the config
     section `config_section`: a section of `default.yaml`, or `config_defaults` (key ->
     default, the schema of a section of your own). `check_config` rejects bad values
-    when the config loads, before anything is built or written.
+    when the config loads, before anything is built or written. An algorithm whose unit
+    of work is not a `simulate` call may define classmethods `make_batch_env(config,
+    seed)` and `make_trainer(config, algo, batch_env, seed)` (a `Trainer`), which the train
+    script then uses in place of the runner's.
     """
 
     config_section: str | None = None

@@ -58,11 +58,16 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     tf.keras.utils.set_random_seed(cfg.seed)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     runner_cls = runner_class(config)
+    algo_cls = algorithm_class(config)
+    # An algorithm whose unit of work is not a simulate call (evolution strategies: a
+    # generation) brings its own environments and trainer for the runner.
+    make_batch_env = getattr(algo_cls, "make_batch_env", None) or runner_cls.make_batch_env
+    make_trainer = getattr(algo_cls, "make_trainer", None) or runner_cls
     batch_env = eval_env = trainer = None
     try:
         env = config.env
         eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
-        batch_env = runner_cls.make_batch_env(config, cfg.seed)
+        batch_env = make_batch_env(config, cfg.seed)
         eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
         algo = make_algorithm(config, batch_env, step)
         tracked = {"step": step, "algo": algo}
@@ -86,7 +91,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         if not _holds_its_state(batch_env):
             _reseed(batch_env, cfg.seed + int(step))
         _reseed(eval_env, cfg.seed + int(step) + 10**6)
-        trainer = runner_cls(config, algo, batch_env, seed=cfg.seed + int(step))
+        trainer = make_trainer(config, algo, batch_env, seed=cfg.seed + int(step))
         policy = algo if isinstance(algo, Policy) else None
         if policy is None:
             progress(
