@@ -110,3 +110,16 @@ def test_every_module_and_its_public_names_import_first_in_a_fresh_interpreter()
     missing = {name: answer["missing"] for name, answer in results.items() if answer["missing"]}
     assert not missing, missing
     assert len(results) == len(names) > 40
+
+
+def test_what_environment_workers_import_loads_no_tensorflow():
+    """Workers unpickle `make_env` partials: TensorFlow there costs seconds per worker and
+    its copy of LLVM crashes Mesa's software renderer (MuJoCo videos)."""
+    code = (
+        "import sys\n"
+        "import batchrl.tools.environments, batchrl.tools.external_process\n"
+        "import batchrl.tools.batch_env, batchrl.tools.mock_environment\n"
+        "assert 'tensorflow' not in sys.modules, 'a worker-side module loads TensorFlow'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

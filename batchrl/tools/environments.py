@@ -11,7 +11,6 @@ import gymnasium as gym
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.config import ConfigError
 from batchrl.tools.external_process import ExternalProcess
-from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.registry import ENVIRONMENTS
 
 # A registered MockEnvironment, so configs and tests can name it like any other task.
@@ -161,6 +160,10 @@ def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None 
     Returns:
       An `InGraphEnv`; close it when done.
     """
+    # Imported here: environment workers import this module and must not load TensorFlow,
+    # whose copy of LLVM crashes Mesa's software renderer (and costs seconds per worker).
+    from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+
     backend = backend or env_config.backend
     if backend == "tensorflow":
         return make_tensorflow_env(

@@ -132,8 +132,8 @@ def test_empty_section_in_file_changes_nothing(config_dir):
     )
 
 
-def test_default_config_dir_is_next_to_the_package():
-    expected = os.path.join(os.path.dirname(os.path.dirname(batchrl.__file__)), "configs")
+def test_default_config_dir_is_in_the_package():
+    expected = os.path.join(os.path.dirname(batchrl.__file__), "configs")
     assert str(config_lib.default_config_dir()) == expected
 
 

@@ -260,6 +260,7 @@ def test_async_mode_learns_cartpole(tmp_path):
     to 280 in 102k, too close to call for a test: thread timing makes runs differ).
     """
     overrides = [
+        "runner.name=threads",
         "threads.num_actors=2",
         "threads.learner_batch=1",
         "env.num_envs=16",
