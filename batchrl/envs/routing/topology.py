@@ -67,8 +67,9 @@ def load_topology(source="nsfnet", k: int = K) -> Topology:
     u->v and v->u), with nodes numbered 0..N-1. Optional keys: `name`, `capacity`
     (default 200) and `env_link_index_order` (the link order, as in the shipped files).
     A networkx graph (directed or not; networkx itself is not imported) gives its links in
-    the order `for i in graph: for j in graph[i]`, the reference code's order, with nodes
-    numbered in `list(graph)` order; every link gets the capacity 200.
+    the order `for i in graph: for j in graph[i]`, the reference code's order; nodes that
+    are the integers 0..N-1 keep their numbers, other nodes are numbered in `list(graph)`
+    order; every link gets the capacity 200.
 
     Args:
       source: 'nsfnet' or 'geant2', a path to a JSON file, or a networkx graph.
@@ -241,7 +242,11 @@ def _from_graph(graph, k: int) -> Topology:
     """A topology from a networkx graph (any object iterating nodes, with graph[i] neighbours)."""
     try:
         nodes = list(graph)
-        index = {node: i for i, node in enumerate(nodes)}
+        # Nodes 0..N-1 keep their numbers; other labels are numbered in iteration order.
+        if sorted(nodes, key=str) == sorted(range(len(nodes)), key=str):
+            index = {node: node for node in nodes}
+        else:
+            index = {node: i for i, node in enumerate(nodes)}
         links = [(index[i], index[j]) for i in nodes for j in graph[i]]
     except (TypeError, KeyError) as error:
         raise ValueError(
@@ -249,4 +254,5 @@ def _from_graph(graph, k: int) -> Topology:
             f"{list(SHIPPED)}, a JSON file or a networkx graph."
         ) from None
     name = str(getattr(graph, "name", "") or "graph")
-    return make_topology(len(nodes), links, CAPACITY, k, name, [str(node) for node in nodes])
+    names = [str(node) for node in sorted(nodes, key=index.get)]
+    return make_topology(len(nodes), links, CAPACITY, k, name, names)
