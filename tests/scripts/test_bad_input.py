@@ -30,6 +30,7 @@ from batchrl.tools import load_run_config
         (["--config=debug", "--set", "ppo.rollout_length=0"], "ppo.rollout_length=0"),
         (["--config=debug", "--set", "ppo.rollout_length=-16"], "ppo.rollout_length=-16"),
         (["--config=debug", "--set", "ppo.minibatches=0"], "ppo.minibatches=0"),
+        (["--config=debug", "--set", "ppo.update_every=0"], "ppo.update_every=0"),
         (["--config=debug_impala", "--set", "impala.unroll_length=0"], "impala.unroll_length=0"),
         (["--config=debug", "--set", "env.max_episode_steps=-5"], "env.max_episode_steps=-5"),
         (["--config=debug", "--set", "network.policy_layers=[0]"], "network.policy_layers=[0]"),

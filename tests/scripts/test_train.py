@@ -200,6 +200,12 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, preset, extra
     assert "SIGINT: saved a checkpoint" in output
     latest = tf.train.latest_checkpoint(str(logdir / "checkpoints"))
     assert latest is not None
+    reader = tf.train.load_checkpoint(latest)
+    step = int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert latest.endswith(f"-{step}")
+    if preset == "debug":  # Its contents are those of `step` steps: 4 optimizer steps per 32.
+        iterations = reader.get_tensor("algo/optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")
+        assert int(iterations) == step // 32 * 4
     deadline = time.time() + 10
     while any(psutil.pid_exists(pid) for pid in children) and time.time() < deadline:
         time.sleep(0.1)
