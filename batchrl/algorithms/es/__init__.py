@@ -1,0 +1,1 @@
+"""Evolution strategies: a whole population evaluated as one batch inside the graph."""
