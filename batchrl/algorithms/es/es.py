@@ -116,8 +116,9 @@ class PopulationPolicy(Algorithm):
 
     `start(params)` loads the parameters [M, D] of M members for B = M E agents and
     forgets the recorded episodes; `simulate` then drives it. Observations are
-    normalized with the statistics frozen at `start` (every member sees the same), and
-    the running statistics of `observ_normalizer` are updated with every observation.
+    normalized with the statistics frozen at `start` (every member sees the same); with
+    `update_normalizer`, the running statistics of `observ_normalizer` are updated with
+    every observation.
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class PopulationPolicy(Algorithm):
         squash: bool = False,
         action_noise: float = 0.0,
         rng: tf.random.Generator | None = None,
+        update_normalizer: bool = True,
     ):
         super().__init__(name="population")
         self._network = network
@@ -140,6 +142,7 @@ class PopulationPolicy(Algorithm):
         self._squash = squash
         self._action_noise = action_noise
         self._rng = rng
+        self._update_normalizer = update_normalizer
         batch = members * episodes_per_member
         self.params = tf.Variable(tf.zeros([members, network.num_params]), trainable=False)
         self.finished = tf.Variable(tf.zeros([batch], tf.bool), trainable=False)
@@ -194,7 +197,7 @@ class PopulationPolicy(Algorithm):
         rows = agent_indices[:, None]
         self._return.scatter_nd_add(rows, reward)
         self._length.scatter_nd_add(rows, tf.ones_like(agent_indices))
-        if self._normalizer is not None:
+        if self._normalizer is not None and self._update_normalizer:
             self._normalizer.update(observ)
 
     def end_episodes(self, agent_indices):
@@ -388,6 +391,7 @@ class ES(Algorithm, Policy):
             self._config.network.squash_mean,
             cfg.action_noise if training else 0.0,
             self._rng,
+            update_normalizer=training,
         )
         jit = bool(self._config.train.jit_compile)
         return PopulationEvaluator(batch_env, policy, cfg.max_episode_steps, jit)

@@ -1,11 +1,14 @@
-"""ES end to end: a sphere, CartPole through the train script, and exact resume."""
+"""ES end to end: a sphere, slices of a generation, action noise, checkpoints."""
 
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.es import Strategy
+from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy, Strategy
+from batchrl.envs.cartpole import CartPole
+from batchrl.tools import load_run_config
 
 
 def sphere_config(**changes):
@@ -42,3 +45,105 @@ def test_tell_takes_fitness_computed_elsewhere_for_a_slice():
     np.testing.assert_allclose(whole[:4] + whole[4:], 0.0, atol=1e-6)  # Mirrored about 0.
     strategy.tell(np.arange(8.0))
     assert int(strategy.generation) == 1
+
+
+class FixedStartCartPole(CartPole):
+    """CartPole whose episodes all start tilted by 0.03 rad: returns depend on the policy only."""
+
+    def _initial_state(self, uniform):
+        return tf.zeros_like(uniform) + tf.constant([0.0, 0.0, 0.03, 0.0])
+
+
+# 4 pairs, 2 episodes each: 16 environments. A large sigma, so that members differ.
+SMALL = [
+    "es.population=4",
+    "es.episodes_per_member=2",
+    "es.sigma=0.5",
+    "es.max_episode_steps=200",
+    "network.policy_layers=[8]",
+    "train.jit_compile=false",
+]
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small ES on FixedStartCartPole, and a generation's evaluators (traced once)."""
+    config = load_run_config("cartpole_es", SMALL)
+    noisy = load_run_config("cartpole_es", [*SMALL, "es.action_noise=0.5"])
+    algo = ES(FixedStartCartPole(16), noisy, seed=0)
+    return SimpleNamespace(
+        config=config,
+        algo=algo,
+        params=algo.strategy.ask(),  # [8, D], generation 0.
+        # Acting as a generation acts, without and with action noise.
+        quiet=ES(FixedStartCartPole(16), config, seed=0).make_evaluator(
+            FixedStartCartPole(16), training=True
+        ),
+        noisy=algo.make_evaluator(FixedStartCartPole(16), training=True),
+    )
+
+
+def test_a_slice_scores_its_members_as_the_generation_does(small):
+    """evaluate_members(start, stop) equals the whole generation's fitness of those members.
+
+    Only when their episodes start from the same states: CartPole in TensorFlow ops keys
+    an episode's initial state by (environment index, resets so far), and a slice runs
+    its members in other environments than the generation does, after other resets.
+    FixedStartCartPole starts every episode alike, so the slice and the generation must
+    agree exactly. Neither action noise nor statistics updates apply to a slice.
+    """
+    algo = ES(FixedStartCartPole(16), small.config, seed=0)
+    count = float(algo.observ_normalizer.count)
+    sliced = algo.evaluate_members(3, 6, generation=0, batch_env=FixedStartCartPole(6))
+    assert float(algo.observ_normalizer.count) == count  # A slice leaves the statistics.
+    whole, stats = algo.make_evaluator(FixedStartCartPole(16), training=True)(small.params)
+    assert float(algo.observ_normalizer.count) > count  # A generation updates them.
+    assert int(stats["episodes"]) == 16
+    assert len(set(whole.numpy().tolist())) > 2, whole  # Members differ: a mix-up would show.
+    np.testing.assert_array_equal(sliced, whole.numpy()[3:6])
+    quiet, _ = small.quiet(small.params)
+    np.testing.assert_array_equal(quiet, whole)  # The same as another ES of the same seed.
+
+
+def test_action_noise_runs_and_changes_the_episodes(small):
+    """With es.action_noise, the same members score otherwise; without, exactly the same."""
+    quiet = [small.quiet(small.params)[0].numpy() for _ in range(2)]
+    noisy = [small.noisy(small.params)[0].numpy() for _ in range(2)]
+    np.testing.assert_array_equal(quiet[0], quiet[1])  # Deterministic without noise.
+    assert not np.array_equal(noisy[0], quiet[0])
+    assert not np.array_equal(noisy[0], noisy[1])  # Fresh noise in every generation.
+    # And a whole generation with it: ask, evaluate, tell.
+    trainer = GenerationTrainer(small.config, small.algo, FixedStartCartPole(16))
+    steps, stats = trainer.step()
+    assert steps > 0 and int(stats["episodes"]) == 16
+    assert int(small.algo.strategy.generation) == 1
+
+
+def variables(module: tf.Module) -> dict[str, np.ndarray]:
+    return {v.name + str(i): v.numpy() for i, v in enumerate(module.variables)}
+
+
+def test_every_es_module_survives_a_checkpoint(small, tmp_path):
+    """ES (strategy, statistics, noise generator) and PopulationPolicy save and restore."""
+    algo = ES(FixedStartCartPole(16), small.config, seed=0)
+    trainer = GenerationTrainer(small.config, algo, FixedStartCartPole(16))
+    trainer.step()
+    trainer.step()
+    algo._rng.normal([3])  # Moves the action-noise generator off its seed.
+    policy = PopulationPolicy(algo.network, algo._action_space, 2, 3, algo.observ_normalizer)
+    policy.start(small.params[:2])
+    policy.returns.assign([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    path = tf.train.Checkpoint(algo=algo, policy=policy).save(str(tmp_path / "ckpt"))
+    fresh = ES(FixedStartCartPole(16), small.config, seed=0)
+    other = PopulationPolicy(fresh.network, fresh._action_space, 2, 3, fresh.observ_normalizer)
+    assert not np.array_equal(fresh.strategy.theta, algo.strategy.theta)
+    tf.train.Checkpoint(algo=fresh, policy=other).restore(path).assert_consumed()
+    for before, after in ((algo, fresh), (policy, other)):
+        saved, restored = variables(before), variables(after)
+        assert saved.keys() == restored.keys()
+        for name in saved:
+            np.testing.assert_array_equal(saved[name], restored[name], err_msg=name)
+    assert int(fresh.strategy.generation) == 2
+    np.testing.assert_array_equal(fresh.strategy.ask(), algo.strategy.ask())
+    observ = np.array([[0.1, 0.0, -0.02, 0.3]], np.float32)
+    np.testing.assert_array_equal(fresh.act(observ), algo.act(observ))
