@@ -1,4 +1,4 @@
-"""ES end to end: a sphere, slices of a generation, action noise, checkpoints."""
+"""ES end to end: a sphere, slices of a generation, checkpoints, CartPole, exact resume."""
 
 from types import SimpleNamespace
 
@@ -8,7 +8,13 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy, Strategy
 from batchrl.envs.cartpole import CartPole
+from batchrl.runners import train
 from batchrl.tools import load_run_config
+from tests.scripts.test_faults import checkpoint_values
+
+
+def quiet(*_, **__):
+    pass
 
 
 def sphere_config(**changes):
@@ -147,3 +153,52 @@ def test_every_es_module_survives_a_checkpoint(small, tmp_path):
     np.testing.assert_array_equal(fresh.strategy.ask(), algo.strategy.ask())
     observ = np.array([[0.1, 0.0, -0.02, 0.3]], np.float32)
     np.testing.assert_array_equal(fresh.act(observ), algo.act(observ))
+
+
+def test_cartpole_es_learns_through_the_train_runner(tmp_path):
+    """cartpole_es in graph mode: evaluation return >= 475 after 100,000 steps.
+
+    Measured with these overrides, 16 evaluation episodes on Gymnasium's CartPole-v1 at
+    the end: seeds 0, 1, 2 stopped at 117,953, 126,876 and 112,849 steps (a generation
+    ends past the budget) with 500.0 each; with a budget of 80,000 they scored 486.9,
+    500.0 and 500.0, and with 60,000 405.3, 500.0 and 226.1. Without XLA: its compilation
+    took 20 s of the first call here, graph mode's trace 7 to 10 s, and the run about 20 s.
+    """
+    overrides = ["train.jit_compile=false", "train.total_steps=100000"]
+    config = load_run_config("cartpole_es", [*overrides, "train.eval_every=100000"])
+    result = train(config, tmp_path, progress=quiet)
+    assert 100000 <= result["step"] < 100000 + 64 * 500  # At most one generation more.
+    assert result["eval_return"] >= 475, result
+
+
+def test_resume_continues_generations_exactly(tmp_path):
+    """Stopped after a few generations and resumed, a run equals the uninterrupted one.
+
+    Every checkpointed variable: theta, Adam's moments, the generation, the observation
+    statistics, the action-noise generator and the environments' state. Graph mode for
+    speed; the same comparison with train.jit_compile=true also matched (by hand).
+    """
+    overrides = [
+        "es.population=4",
+        "es.max_episode_steps=50",
+        "es.action_noise=0.05",
+        "network.policy_layers=[8]",
+        "train.jit_compile=false",
+        "train.eval_every=0",
+        "train.checkpoint_every=100",
+    ]
+    whole = load_run_config("cartpole_es", [*overrides, "train.total_steps=600"])
+    half = load_run_config("cartpole_es", [*overrides, "train.total_steps=300"])
+    end = train(whole, tmp_path / "whole", progress=quiet)["step"]
+    stop = train(half, tmp_path / "resumed", progress=quiet)["step"]
+    assert train(whole, tmp_path / "resumed", progress=quiet)["step"] == end
+    generation = "algo/strategy/generation/.ATTRIBUTES/VARIABLE_VALUE"
+    halfway = checkpoint_values(tmp_path / "resumed" / "checkpoints" / f"ckpt-{stop}")
+    expected = checkpoint_values(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}")
+    actual = checkpoint_values(tmp_path / "resumed" / "checkpoints" / f"ckpt-{end}")
+    assert 2 <= int(halfway[generation]) < int(expected[generation])
+    assert expected.keys() == actual.keys()
+    assert any(name.startswith("env/") for name in expected)
+    assert any(name.startswith("algo/_rng/") for name in expected)
+    differ = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    assert not differ, differ
