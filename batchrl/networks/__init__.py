@@ -3,6 +3,7 @@
 from batchrl.networks.factory import is_recurrent, make_network
 from batchrl.networks.heads import PolicyHead
 from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, batch_apply
+from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
 from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
 
 __all__ = [
@@ -17,4 +18,8 @@ __all__ = [
     "batch_apply",
     "is_recurrent",
     "make_network",
+    "PopulationMLP",
+    "PopulationNetwork",
+    "action_size",
+    "to_action",
 ]

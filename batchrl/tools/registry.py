@@ -89,6 +89,7 @@ ALGORITHMS = Registry(
     "algorithm.name",
     {"ppo": "batchrl.algorithms.ppo:PPO", "impala": "batchrl.algorithms.impala:IMPALA"},
 )
+ALGORITHMS.register("es", "batchrl.algorithms.es:ES")
 RUNNERS = Registry(
     "runner",
     "runner.name",

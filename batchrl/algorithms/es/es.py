@@ -1,0 +1,447 @@
+"""Evolution strategies with the whole population acting as one batch inside the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.algorithms.es import utility
+from batchrl.core import Algorithm, Policy, Trainer
+from batchrl.networks import PopulationMLP, PopulationNetwork, action_size, to_action
+from batchrl.tools import summary
+from batchrl.tools.config import ConfigError, check_choice
+from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.normalizer import StreamingNormalizer
+from batchrl.tools.run_config import check_range
+from batchrl.tools.simulate import simulate
+
+OPTIMIZERS = ("adam", "sgd")
+SHAPINGS = ("centered_ranks", "separate_ranks", "raw")
+OBSERV_CLIP = 5.0  # OpenAI ES clips normalized observations to [-5, 5].
+
+
+class Strategy(tf.Module):
+    """The search distribution N(theta, sigma^2 I) and its optimizer: `ask` and `tell`.
+
+    Member m of a generation of 2N is theta + sigma eps_m for m < N and theta - sigma
+    eps_(m - N) otherwise, with eps_i regenerated from (seed, generation, i), so that
+    anyone holding theta evaluates any slice of the population (`members`) and `tell`
+    takes fitness computed anywhere. `theta`, Adam's moments and `generation` are
+    variables and survive `tf.train.Checkpoint`. Both run as plain `tf.function`s, never
+    under XLA, so the noise is the same numbers in every process.
+    """
+
+    def __init__(self, theta, config, seed: int, name: str = "strategy"):
+        """Args:
+        theta: float32 [D], the initial parameters.
+        config: the `es` section.
+        seed: the seed of the noise.
+        """
+        super().__init__(name=name)
+        self._cfg = config
+        self._seed = int(seed)
+        self.pairs = int(config.population)
+        self.size = int(theta.shape[0])
+        self.theta = tf.Variable(theta, trainable=False, name="theta")  # [D]
+        self.m = tf.Variable(tf.zeros([self.size]), trainable=False, name="m")  # [D]
+        self.v = tf.Variable(tf.zeros([self.size]), trainable=False, name="v")  # [D]
+        self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        self._members = tf.function(self._make_members)
+        self._tell = tf.function(self._update)
+
+    def ask(self) -> tf.Tensor:
+        """The parameters [2N, D] of the current generation's members."""
+        return self.members(0, 2 * self.pairs)
+
+    def members(self, start: int, stop: int, generation: int | None = None) -> tf.Tensor:
+        """The parameters [stop - start, D] of members start..stop-1 of `generation`.
+
+        The generation defaults to the current one; theta is always the current one.
+        """
+        generation = int(self.generation) if generation is None else int(generation)
+        indices = tf.range(start, stop, dtype=tf.int64)
+        return self._members(indices, tf.constant(generation, tf.int64))
+
+    def tell(self, fitness) -> dict[str, tf.Tensor]:
+        """Updates theta from the fitness [2N] of the current generation; returns metrics."""
+        fitness = tf.convert_to_tensor(np.asarray(fitness, np.float32))
+        if fitness.shape != (2 * self.pairs,):
+            raise ValueError(f"tell takes the fitness of all {2 * self.pairs} members.")
+        return self._tell(fitness)
+
+    def _make_members(self, indices, generation):
+        pairs = indices % self.pairs  # [K]
+        sign = tf.where(indices < self.pairs, 1.0, -1.0)[:, None]  # [K, 1]
+        noise = utility.member_noise(self._seed, generation, pairs, self.size)  # [K, D]
+        return self.theta[None] + self._cfg.sigma * sign * noise  # [K, D]
+
+    def _update(self, fitness):
+        cfg = self._cfg
+        shaped = utility.shape_fitness(fitness, cfg.fitness_shaping)  # [2N]
+        plus, minus = tf.split(shaped, 2)  # [N] each
+        noise = utility.member_noise(
+            self._seed, self.generation, tf.range(self.pairs), self.size
+        )  # [N, D]
+        gradient = utility.mirrored_gradient(plus, minus, noise, cfg.sigma)  # [D]
+        total = utility.coupled_l2(gradient, self.theta, cfg.l2_coeff)  # [D]
+        if cfg.optimizer == "adam":
+            step, m, v = utility.adam_step(
+                total,
+                self.m,
+                self.v,
+                self.generation + 1,
+                cfg.learning_rate,
+                cfg.beta1,
+                cfg.beta2,
+                cfg.epsilon,
+            )
+            self.m.assign(m)
+            self.v.assign(v)
+        else:
+            step = cfg.learning_rate * total
+        self.theta.assign_add(step)
+        self.generation.assign_add(1)
+        return {
+            "fitness_mean": tf.reduce_mean(fitness),
+            "fitness_max": tf.reduce_max(fitness),
+            "fitness_min": tf.reduce_min(fitness),
+            "grad_norm": tf.norm(total),
+            "update_ratio": tf.norm(step) / tf.maximum(tf.norm(self.theta), 1e-8),
+            "theta_norm": tf.norm(self.theta),
+        }
+
+
+class PopulationPolicy(Algorithm):
+    """Acting only: agent a acts with member a // E and records its first episode.
+
+    `start(params)` loads the parameters [M, D] of M members for B = M E agents and
+    forgets the recorded episodes; `simulate` then drives it. Observations are
+    normalized with the statistics frozen at `start` (every member sees the same); with
+    `update_normalizer`, the running statistics of `observ_normalizer` are updated with
+    every observation.
+    """
+
+    def __init__(
+        self,
+        network: PopulationNetwork,
+        action_space,
+        members: int,
+        episodes_per_member: int,
+        observ_normalizer: StreamingNormalizer | None = None,
+        squash: bool = False,
+        action_noise: float = 0.0,
+        rng: tf.random.Generator | None = None,
+        update_normalizer: bool = True,
+    ):
+        super().__init__(name="population")
+        self._network = network
+        self._space = action_space
+        self._members = members
+        self._per_member = episodes_per_member
+        self._normalizer = observ_normalizer
+        self._squash = squash
+        self._action_noise = action_noise
+        self._rng = rng
+        self._update_normalizer = update_normalizer
+        batch = members * episodes_per_member
+        self.params = tf.Variable(tf.zeros([members, network.num_params]), trainable=False)
+        self.finished = tf.Variable(tf.zeros([batch], tf.bool), trainable=False)
+        self.returns = tf.Variable(tf.zeros([batch]), trainable=False)
+        self.lengths = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
+        self._return = tf.Variable(tf.zeros([batch]), trainable=False)
+        self._length = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
+        shape = () if observ_normalizer is None else observ_normalizer._shape
+        self._mean = tf.Variable(tf.zeros(shape), trainable=False)
+        self._std = tf.Variable(tf.ones(shape), trainable=False)
+
+    def __len__(self) -> int:
+        return self._members * self._per_member
+
+    def start(self, params: tf.Tensor) -> None:
+        self.params.assign(params)
+        self.finished.assign(tf.zeros_like(self.finished))
+        if self._normalizer is not None:
+            self._mean.assign(tf.cast(self._normalizer.mean, tf.float32))
+            self._std.assign(tf.cast(self._normalizer.std, tf.float32))
+
+    def first_returns(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns [B] and lengths [B] of first episodes; unfinished ones count as they are."""
+        returns = tf.where(self.finished, self.returns, self._return)
+        lengths = tf.where(self.finished, self.lengths, self._length)
+        return returns, lengths
+
+    def begin_episodes(self, agent_indices):
+        rows = agent_indices[:, None]
+        self._return.scatter_nd_update(rows, tf.zeros_like(agent_indices, tf.float32))
+        self._length.scatter_nd_update(rows, tf.zeros_like(agent_indices))
+
+    def perform(self, agent_indices, observ):
+        batch = len(self)
+        observ = tf.cast(observ, tf.float32)
+        if self._normalizer is not None:
+            observ = (observ - self._mean) / (self._std + 1e-8)
+            observ = tf.clip_by_value(observ, -OBSERV_CLIP, OBSERV_CLIP)
+        full_shape = tf.concat([[batch], tf.shape(observ)[1:]], 0)
+        full = tf.scatter_nd(agent_indices[:, None], observ, full_shape)  # [B, ...]
+        grouped = tf.reshape(
+            full, tf.concat([[self._members, self._per_member], full_shape[1:]], 0)
+        )
+        output = self._network.apply(self.params, grouped)  # [M, E, size]
+        output = tf.reshape(output, [batch, -1])  # [B, size]
+        output = tf.gather(output, agent_indices)  # [K, size]
+        if self._action_noise:
+            output += self._action_noise * self._rng.normal(tf.shape(output))
+        return to_action(output, self._space, self._squash)
+
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        rows = agent_indices[:, None]
+        self._return.scatter_nd_add(rows, reward)
+        self._length.scatter_nd_add(rows, tf.ones_like(agent_indices))
+        if self._normalizer is not None and self._update_normalizer:
+            self._normalizer.update(observ)
+
+    def end_episodes(self, agent_indices):
+        new = tf.boolean_mask(agent_indices, ~tf.gather(self.finished, agent_indices))  # [K']
+        rows = new[:, None]
+        self.returns.scatter_nd_update(rows, tf.gather(self._return, new))
+        self.lengths.scatter_nd_update(rows, tf.gather(self._length, new))
+        self.finished.scatter_nd_update(rows, tf.ones_like(new, tf.bool))
+
+
+class PopulationEvaluator:
+    """Fitness of M members: one graph call runs each agent's first episode, M E agents.
+
+    `evaluator(params [M, D])` returns the fitness [M] (mean return of each member's E
+    episodes) and the statistics a `Trainer` returns, with `steps` the steps of those
+    episodes. The call steps until every environment finished its first episode or
+    `max_steps` steps; with `jit_compile` it is one XLA computation.
+    """
+
+    def __init__(self, batch_env, policy: PopulationPolicy, max_steps: int, jit_compile=False):
+        if len(batch_env) != len(policy):
+            raise ValueError(
+                f"{len(policy)} agents need as many environments, not {len(batch_env)}."
+            )
+        self._env = batch_env
+        self._policy = policy
+        self._max_steps = int(max_steps)
+        self._call = tf.function(self._run, jit_compile=bool(jit_compile))
+
+    def __call__(self, params) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Call it without a default summary writer when it is compiled with XLA."""
+        return self._call(tf.convert_to_tensor(params, tf.float32))
+
+    def _run(self, params):
+        policy, batch_env = self._policy, self._env
+        policy.start(params)
+
+        def running(t):
+            return tf.logical_and(t < self._max_steps, ~tf.reduce_all(policy.finished))
+
+        def body(t):
+            simulate(batch_env, policy, reset=tf.equal(t, 0), steps=1)
+            return t + 1
+
+        tf.while_loop(running, body, [tf.constant(0)], parallel_iterations=1)
+        returns, lengths = policy.first_returns()  # [B] each
+        per_member = tf.reshape(returns, [policy._members, policy._per_member])
+        stats = {
+            "episodes": tf.size(returns),
+            "mean_return": tf.reduce_mean(returns),
+            "mean_length": tf.reduce_mean(tf.cast(lengths, tf.float32)),
+            "steps": tf.reduce_sum(lengths),
+        }
+        return tf.reduce_mean(per_member, 1), stats
+
+
+class GenerationTrainer(Trainer):
+    """One generation per `step`: ask, evaluate the 2N members in one call, tell.
+
+    The evaluation is one XLA computation with `train.jit_compile` (environments in
+    TensorFlow ops); `ask` and `tell` are plain graph calls around it. The environment
+    steps counted are those of the members' first episodes, the episodes the fitness is
+    computed from. `tell`'s metrics are written as `es/*` summaries, except under XLA,
+    where the train loop calls `step` without a summary writer (`jit_compile`).
+    """
+
+    def __init__(self, config, algo: ES, batch_env, seed: int = 0):
+        del seed  # The noise is keyed by the run's seed and the generation.
+        self._algo = algo
+        self._evaluator = algo.make_evaluator(batch_env, training=True)
+        self.jit_compile = bool(config.train.jit_compile)
+
+    def step(self) -> tuple[int, dict]:
+        strategy = self._algo.strategy
+        fitness, stats = self._evaluator(strategy.ask())
+        metrics = strategy.tell(fitness)
+        for name, value in metrics.items():
+            summary.scalar(f"es/{name}", value)
+        return int(stats.pop("steps")), stats
+
+
+class ES(Algorithm, Policy):
+    """Evolution strategies (Salimans et al. 2017) for a population acting as one batch.
+
+    A generation reads like the paper:
+
+    1. Ask: 2N members theta +- sigma eps_i, with eps_i regenerated from (seed,
+       generation, i) (`Strategy.ask`).
+    2. Evaluate: the 2N E environments run the first episode of each agent, agent a with
+       member a // E, in one graph call (`PopulationEvaluator`); fitness is the mean
+       return of a member's E episodes.
+    3. Tell: shape the fitness (centered ranks, the routing paper's separate ranks, or
+       raw), estimate g = 1 / (2 N sigma) sum_i (F+_i - F-_i) eps_i, add the coupled L2
+       term and take an Adam or SGD step on theta (`Strategy.tell`).
+    4. Report fitness, gradient and update norms (`es/*` summaries).
+
+    As a `Policy`, ES acts deterministically with theta; as an `Algorithm` it does the
+    same and learns nothing (`simulate` over it is an evaluation). Training goes through
+    `make_batch_env` and `make_trainer`, which the train script uses.
+    """
+
+    config_section = "es"
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.es
+        check_choice("es.optimizer", cfg.optimizer, OPTIMIZERS)
+        check_choice("es.fitness_shaping", cfg.fitness_shaping, SHAPINGS)
+        check_range(
+            cfg,
+            "es",
+            {
+                "population": (lambda x: x >= 1, ">= 1 (mirrored pairs)"),
+                "sigma": (lambda x: x > 0, "> 0"),
+                "learning_rate": (lambda x: x > 0, "> 0"),
+                "beta1": (lambda x: 0 <= x < 1, "in [0, 1)"),
+                "beta2": (lambda x: 0 <= x < 1, "in [0, 1)"),
+                "epsilon": (lambda x: x > 0, "> 0"),
+                "l2_coeff": (lambda x: x >= 0, ">= 0"),
+                "episodes_per_member": (lambda x: x >= 1, ">= 1"),
+                "action_noise": (lambda x: x >= 0, ">= 0"),
+                "max_episode_steps": (lambda x: x >= 1, ">= 1"),
+            },
+        )
+        if config.network.name != "feedforward" or config.network.conv_filters:
+            raise ConfigError(
+                f"network.name={config.network.name!r} with conv_filters="
+                f"{list(config.network.conv_filters)}: ES's population policy is an MLP on "
+                "vector observations (network.name=feedforward, conv_filters: [])."
+            )
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """The training environments: 2 N E of them, in the graph."""
+        cfg = config.es
+        return make_in_graph_env(config.env, 2 * cfg.population * cfg.episodes_per_member, seed)
+
+    @classmethod
+    def make_trainer(cls, config, algo: ES, batch_env, seed: int) -> GenerationTrainer:
+        return GenerationTrainer(config, algo, batch_env, seed)
+
+    def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
+        """Creates theta, the optimizer state and the observation statistics.
+
+        Args:
+          batch_env: the training environments (their spaces are what ES reads).
+          config: the run's `Config`; ES reads `config.es` and `config.network`.
+          step: unused (ES counts generations).
+          seed: the seed of theta's initialization and of the noise.
+        """
+        super().__init__()
+        self.check_config(config)
+        del step
+        self._config = config
+        cfg = self._cfg = config.es
+        self._seed = int(seed)
+        self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._action_space = batch_env.action_space
+        network = config.network
+        self.network = PopulationMLP(
+            int(np.prod(self._observ_shape)),
+            network.policy_layers,
+            action_size(self._action_space),
+            network.activation,
+        )
+        self.strategy = Strategy(self.network.init_params(seed), cfg, seed)
+        self.observ_normalizer = None
+        if cfg.normalize_observ:
+            self.observ_normalizer = StreamingNormalizer(
+                self._observ_shape, clip=OBSERV_CLIP, name="observ"
+            )
+        self._rng = tf.random.Generator.from_seed(seed + 1)
+        self._evaluators = {}
+
+    def make_evaluator(self, batch_env, training: bool = False) -> PopulationEvaluator:
+        """An evaluator of len(batch_env) // E members in `batch_env`.
+
+        With `training`, observations update the normalizer and actions get
+        `es.action_noise`; without, members are scored as they are.
+        """
+        cfg = self._cfg
+        members, rest = divmod(len(batch_env), cfg.episodes_per_member)
+        if rest:
+            raise ValueError(f"{len(batch_env)} environments are not a multiple of E.")
+        policy = PopulationPolicy(
+            self.network,
+            self._action_space,
+            members,
+            cfg.episodes_per_member,
+            self.observ_normalizer,
+            self._config.network.squash_mean,
+            cfg.action_noise if training else 0.0,
+            self._rng,
+            update_normalizer=training,
+        )
+        jit = bool(self._config.train.jit_compile)
+        return PopulationEvaluator(batch_env, policy, cfg.max_episode_steps, jit)
+
+    def evaluate_members(
+        self, start: int, stop: int, generation: int | None = None, batch_env=None
+    ):
+        """The fitness [stop - start] (NumPy) of members start..stop-1 of `generation`.
+
+        What a worker elsewhere calls: it needs theta of that generation (restored or
+        broadcast) and regenerates the noise itself. The members act without action
+        noise and without updating the observation statistics.
+
+        Args:
+          start, stop: the member slice, in [0, 2N].
+          generation: defaults to the current one.
+          batch_env: (stop - start) E environments; built from the config when None.
+        """
+        size = (stop - start) * self._cfg.episodes_per_member
+        if batch_env is None:
+            key = size
+            if key not in self._evaluators:
+                env = make_in_graph_env(self._config.env, size, self._seed)
+                self._evaluators[key] = self.make_evaluator(env)
+            evaluator = self._evaluators[key]
+        else:
+            evaluator = self.make_evaluator(batch_env)
+        fitness, _ = evaluator(self.strategy.members(start, stop, generation))
+        return fitness.numpy()
+
+    # Policy: theta, deterministic.
+
+    def act(self, observ, deterministic: bool = True):
+        del deterministic  # ES's policy is deterministic.
+        observ = tf.cast(observ, tf.float32)
+        if self.observ_normalizer is not None:
+            observ = self.observ_normalizer.normalize(observ)
+        output = self.network.apply(self.strategy.theta[None], observ[None])[0]  # [N, size]
+        return to_action(output, self._action_space, self._config.network.squash_mean)
+
+    # Algorithm: acts with theta and learns nothing; training runs through make_trainer.
+
+    def begin_episodes(self, agent_indices):
+        pass
+
+    def perform(self, agent_indices, observ):
+        return self.act(observ)
+
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        pass
+
+    def end_episodes(self, agent_indices):
+        pass
