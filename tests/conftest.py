@@ -5,6 +5,22 @@ import pytest
 import tensorflow as tf
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow", action="store_true", help="also run the tests marked slow (long learning runs)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow run only with --slow (or when -m selects them)."""
+    if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: a long learning run; python -m pytest --slow runs it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def no_new_children():
     """Fails a test that leaves a child process behind, running or zombie."""

@@ -46,6 +46,7 @@ def test_resets_are_reproducible_and_start_at_rest(point_mass):
     assert not np.array_equal(first.reset()[:, 0], point_mass.PointMass(4, seed=8).reset()[:, 0])
 
 
+@pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_ppo_learns_the_example_in_one_xla_compiled_call_per_iteration(point_mass):
     returns = point_mass.main(total_steps=40960, batch_size=64, jit_compile=True)
     assert np.mean(returns[:2]) < -45  # Pushing at random.

@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 EXAMPLE = EXAMPLES / "reinforce.py"
 
 
+@pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_reinforce_example_learns():
     spec = importlib.util.spec_from_file_location("reinforce_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)

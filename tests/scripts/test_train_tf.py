@@ -60,6 +60,7 @@ def test_bad_backend_configs_are_refused(tmp_path, overrides, message):
         train(config, tmp_path, progress=quiet)
 
 
+@pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
     """pendulum_tf, evaluated on Gymnasium's Pendulum-v1, reaches -200 (about 30 s here)."""
     config = load_run_config("pendulum_tf", ["train.total_steps=131072", "train.seed=0"])

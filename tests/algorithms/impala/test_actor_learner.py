@@ -253,6 +253,7 @@ def test_async_config_errors(overrides, message):
         check_run_config(async_config(overrides))
 
 
+@pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_async_mode_learns_cartpole(tmp_path):
     """Two actors of 16 environments reach a mean evaluation return of 150 in 205k steps.
 
