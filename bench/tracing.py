@@ -3,9 +3,10 @@
     python bench/tracing.py                        # pendulum and cartpole_impala
     python bench/tracing.py cheetah --set env.num_envs=4
 
-For each config, builds the environments and the algorithm as the train script does and
-times, in seconds: `trace`, tracing the `simulate` call of `train.steps_per_call` steps
-into a graph (Python: autograph and op construction); `first`, the first call (graph
+For each config, builds the environments and the algorithm as `batchrl.runners.train`
+does (`LocalTrainer.make_batch_env`, `make_algorithm`) and times, in seconds: `trace`,
+tracing into a graph the call `LocalTrainer` makes, `simulate` of `train.steps_per_call`
+steps (Python: autograph and op construction); `first`, the first call (graph
 optimization, then the steps and any update); `second`, the next call (the steady cost).
 `trace + first` is what the train script reports as its first training call, less
 environment and model construction. Summaries go to a temporary folder, as in training.
@@ -19,18 +20,19 @@ import time
 
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
+from batchrl.runners import LocalTrainer, make_algorithm
 from batchrl.tools import load_run_config, simulate
-from batchrl.tools.environments import make_in_graph_env
 
 
 def measure(name: str, overrides: list[str]) -> dict[str, float]:
     """Seconds to trace, to run the first call and to run the second, for config `name`."""
     config = load_run_config(name, overrides)
     step = tf.Variable(0, dtype=tf.int64)
-    env = make_in_graph_env(config.env, config.env.num_envs, config.train.seed)
+    if config.runner.name != "local":
+        raise ValueError(f"Config {name!r} uses runner {config.runner.name!r}, not 'local'.")
+    env = LocalTrainer.make_batch_env(config, config.train.seed)
     try:
-        algo = train_script.make_algorithm(config, env, step)
+        algo = make_algorithm(config, env, step)
         steps = config.train.steps_per_call
         call = tf.function(lambda: simulate(env, algo, log=True, steps=steps))
         times = {}
