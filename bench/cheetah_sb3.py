@@ -9,7 +9,7 @@ steps (rounded up to whole batchrl calls of `env.num_envs * train.steps_per_call
 which are whole SB3 rollouts too). Each repeat runs both, one after the other in this
 process, SB3 first in even repeats and batchrl first in odd ones. Neither side evaluates.
 
-- `batchrl`: `batchrl.scripts.train.train` on the `--config` preset (default `cheetah`,
+- `batchrl`: `batchrl.runners.train` on the `--config` preset (default `cheetah`,
   rl-baselines3-zoo's tuned settings; `mujoco` has CleanRL's) with
   `train.total_steps` the steps, `train.seed` the repeat, `train.eval_every=0` and
   `train.checkpoint_every` past the end, in a temporary logdir. The clock runs from the
@@ -71,7 +71,7 @@ def linear_schedule(config):
     batchrl sets update k's rate from the step counter at the start of the training call
     that holds it, lr * (1 - step / total); SB3 passes 1 - (k + 1) * rollout / total.
     """
-    algo, total = config.algorithm, config.train.total_steps
+    algo, total = config.ppo, config.train.total_steps
     rollout = config.env.num_envs * algo.rollout_length
     per_call = config.env.num_envs * config.train.steps_per_call
 
@@ -85,11 +85,20 @@ def linear_schedule(config):
 
 def sb3_kwargs(config) -> dict:
     """Keyword arguments of SB3's PPO with the hyperparameters of a batchrl PPO config."""
-    algo, num_envs = config.algorithm, config.env.num_envs
-    needed = dict(name="ppo", update_mode="steps", objective="clip", network="feedforward")
-    for key, value in dict(needed, value_clip=0.0, squash_mean=False).items():
-        if algo[key] != value:  # Settings that SB3's PPO has no counterpart for.
-            raise ValueError(f"algorithm.{key}={algo[key]!r}: this benchmark needs {value!r}.")
+    algo, network, num_envs = config.ppo, config.network, config.env.num_envs
+    needed = {
+        "algorithm.name": "ppo",
+        "runner.name": "local",
+        "ppo.update_mode": "steps",
+        "ppo.objective": "clip",
+        "ppo.value_clip": 0.0,
+        "network.name": "feedforward",
+        "network.squash_mean": False,
+    }
+    for key, value in needed.items():  # Settings that SB3's PPO has no counterpart for.
+        section, name = key.split(".")
+        if config[section][name] != value:
+            raise ValueError(f"{key}={config[section][name]!r}: this benchmark needs {value!r}.")
     return {
         "n_steps": algo.rollout_length,
         "batch_size": num_envs * algo.rollout_length // algo.minibatches,
@@ -104,9 +113,9 @@ def sb3_kwargs(config) -> dict:
         "max_grad_norm": algo.max_grad_norm,
         "normalize_advantage": algo.normalize_advantage,
         "policy_kwargs": {
-            "net_arch": {"pi": list(algo.policy_layers), "vf": list(algo.value_layers)},
-            "activation_fn": ACTIVATIONS[algo.activation],
-            "log_std_init": algo.init_log_std,
+            "net_arch": {"pi": list(network.policy_layers), "vf": list(network.value_layers)},
+            "activation_fn": ACTIVATIONS[network.activation],
+            "log_std_init": network.init_log_std,
         },
     }
 
@@ -114,7 +123,7 @@ def sb3_kwargs(config) -> dict:
 def run_sb3(name: str, steps: int, seed: int) -> dict:
     """SB3's PPO for `steps` environment steps; the steps taken and the seconds."""
     config = load(name, steps, seed)
-    algo, env_cfg = config.algorithm, config.env
+    algo, env_cfg = config.ppo, config.env
     limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
     env_kwargs = {"max_episode_steps": limit} if limit else None
     start = time.perf_counter()

@@ -3,12 +3,14 @@
     python bench/impala.py                       # both parts, seeds 0 1 2
     python bench/impala.py --part solve --seeds 0
     python bench/impala.py --part throughput --steps 60000
+    python bench/impala.py --part throughput --steps 2048 --actors 1 --num-envs 4   # smoke
 
 Part `solve`: for each seed, one method after another (so that a slow moment of this
-shared machine hits every method alike), the train script's `train()` runs
-- `cartpole_impala` (synchronous IMPALA inside `simulate`),
-- `cartpole_impala` with `threads.num_actors=2` (asynchronous: two actor threads of 16
-  environments each, in the trainer's process, one unroll per learner step),
+shared machine hits every method alike), `batchrl.runners.train` runs
+- `cartpole_impala` (synchronous IMPALA inside `simulate`, runner `local`),
+- `cartpole_impala` with `runner.name=threads` and `threads.num_actors=2` (asynchronous:
+  two actor threads of 16 environments each, in the trainer's process, one unroll per
+  learner step),
 - `cartpole` (batchrl's PPO),
 each for at most 500k environment steps, evaluating the deterministic policy on 16
 Gymnasium episodes every 10,240 steps. A run stops at its first evaluation >= 475. The
@@ -17,8 +19,10 @@ tracing and the evaluations themselves are included, checkpoints and summaries t
 
 Part `throughput`: environment steps per second of training (updates included, no
 evaluation) on CartPole-v1 for `--steps` steps: the synchronous mode beside the
-asynchronous one with 1, 2 and 4 actors, with environments in each actor's thread and
-in `ExternalProcess` workers (one per environment), all in one invocation.
+asynchronous one (runner `threads`) with 1, 2 and 4 actors, with environments in each
+actor's thread and in `ExternalProcess` workers (one per environment), all in one
+invocation. Every mode steps `--num-envs` environments (default 32), split over the
+actors.
 """
 
 from __future__ import annotations
@@ -40,7 +44,12 @@ SOLVE_METHODS = {
     "IMPALA sync": ("cartpole_impala", []),
     "IMPALA async, 2 actors": (
         "cartpole_impala",
-        ["threads.num_actors=2", "env.num_envs=16", "threads.learner_batch=1"],
+        [
+            "runner.name=threads",
+            "threads.num_actors=2",
+            "env.num_envs=16",
+            "threads.learner_batch=1",
+        ],
     ),
     "PPO": ("cartpole", []),
 }
@@ -97,11 +106,12 @@ def throughput(name: str, overrides: list[str], steps: int) -> dict:
     return record
 
 
-def throughput_modes(actors: list[int]) -> list[tuple[str, list[str]]]:
-    modes = [("sync, 32 envs in-process", [])]
+def throughput_modes(actors: list[int], num_envs: int) -> list[tuple[str, list[str]]]:
+    modes = [(f"sync, {num_envs} envs in-process", [f"env.num_envs={num_envs}"])]
     for count in actors:
-        per_actor = 32 // count
-        common = [f"threads.num_actors={count}", f"env.num_envs={per_actor}"]
+        per_actor = num_envs // count
+        common = ["runner.name=threads", f"threads.num_actors={count}"]
+        common.append(f"env.num_envs={per_actor}")
         modes.append((f"async, {count} x {per_actor} envs in-thread", common))
         modes.append(
             (f"async, {count} x {per_actor} envs in workers", common + ["env.processes=true"])
@@ -163,6 +173,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=61440, help="throughput steps per mode")
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--num-envs", type=int, default=32, help="throughput: split over actors")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args(argv)
     solved, rates = [], []
@@ -171,7 +182,7 @@ def main(argv=None) -> None:
             for method in SOLVE_METHODS:
                 solved.append(solve(method, seed))
     if args.part in ("throughput", "both"):
-        for name, overrides in throughput_modes(args.actors):
+        for name, overrides in throughput_modes(args.actors, args.num_envs):
             rates.append(throughput(name, overrides, args.steps))
     text = markdown(solved, rates)
     print(text)

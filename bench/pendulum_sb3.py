@@ -20,9 +20,10 @@ environments, and a run is solved when their mean return reaches `TARGET`. Evalu
 k of seed s starts from the same initial states for every method. The training clock
 starts before the training environments and the model are built, includes batchrl's graph
 tracing, and stands still while evaluating; the run stops when it is solved. batchrl is
-driven as `batchrl.scripts.train` drives it, one `tf.function` call of `simulate` for
-`train.steps_per_call` batched steps after another, but neither side writes summaries or
-checkpoints.
+driven as `batchrl.runners.train` drives it: the config's runner (`LocalTrainer`, one graph
+call of `simulate` for `train.steps_per_call` batched steps per `step()`) builds the
+environments and takes one step after another, and `PolicyEvaluator` plays the
+deterministic policy; but neither side writes summaries or checkpoints.
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from batchrl.scripts.train import CHOICES, check_config, make_algorithm
-from batchrl.tools import InGraphBatchEnv, load_run_config, simulate
-from batchrl.tools.environments import make_batch_env, make_in_graph_env
-from batchrl.tools.evaluation import Evaluation
+from batchrl.runners import LocalTrainer, make_algorithm
+from batchrl.tools import (
+    Evaluation,
+    InGraphBatchEnv,
+    PolicyEvaluator,
+    load_run_config,
+    make_batch_env,
+)
 
 ENV_ID = "Pendulum-v1"
 TARGET = -200.0
@@ -204,37 +209,35 @@ def run_batchrl(name: str, seed: int, args) -> dict:
     overrides = [f"train.seed={seed}"]
     if args.batchrl_steps:
         overrides.append(f"train.total_steps={args.batchrl_steps}")
-    config = load_run_config(name, overrides, choices=CHOICES)
-    check_config(config)
+    config = load_run_config(name, overrides)  # Checks every value, as train() does.
+    if config.runner.name != "local":
+        raise ValueError(f"Config {name!r} uses runner {config.runner.name!r}, not 'local'.")
+    if config.env.id != ENV_ID:
+        raise ValueError(f"Config {name!r} trains on {config.env.id}, not {ENV_ID}.")
     cfg = config.train
     # As train(): Python's, NumPy's, TensorFlow's and Keras's seeds.
     tf.keras.utils.set_random_seed(seed)
-    if config.env.id != ENV_ID:
-        raise ValueError(f"Config {name!r} trains on {config.env.id}, not {ENV_ID}.")
     # Gymnasium's environment in this process, whatever the config's backend.
     eval_env = InGraphBatchEnv(make_batch_env(config.env, args.eval_episodes, processes=False))
     run = Run(f"batchrl {name}", seed, cfg.total_steps, args.eval_episodes)
-    batch_env = None
+    batch_env = trainer = None
     try:
         run.watch.resume()
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        batch_env = make_in_graph_env(config.env, config.env.num_envs, seed)
+        batch_env = LocalTrainer.make_batch_env(config, seed)
         algo = make_algorithm(config, batch_env, step)
-        train_call = tf.function(
-            lambda: simulate(batch_env, algo, steps=cfg.steps_per_call),
-            jit_compile=cfg.jit_compile,
-        )
+        trainer = LocalTrainer(config, algo, batch_env, seed=seed)
         run.watch.pause()
-        evaluation = Evaluation(eval_env, algo.evaluator(len(eval_env)), args.eval_episodes)
+        evaluation = Evaluation(eval_env, PolicyEvaluator(algo, len(eval_env)), args.eval_episodes)
 
         def play(eval_seed):
             eval_env.batch_env.reset(seed=eval_seed)  # Evaluation's own reset draws the states.
             return evaluation.run()["mean_return"]
 
         run.watch.resume()
-        per_call = cfg.steps_per_call * len(batch_env)
         while int(step) < cfg.total_steps:
-            int(train_call()["steps"])  # Reads a result: the call has finished.
+            per_call, stats = trainer.step()
+            int(stats["steps"])  # Reads a result: the call has finished.
             step.assign_add(per_call)
             if run.first_call is None:
                 run.first_call = run.watch.seconds
@@ -242,6 +245,8 @@ def run_batchrl(name: str, seed: int, args) -> dict:
                 break
         return run.finish(int(step), play)
     finally:
+        if trainer is not None:
+            trainer.close()
         for env in (batch_env, eval_env):
             if env is not None:
                 env.close()

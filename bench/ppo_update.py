@@ -4,13 +4,14 @@
     python bench/ppo_update.py cheetah --updates 5
 
 For each config, builds PPO on the config's environment spaces and batch size, fills its
-rollout memory with standard normal numbers (the update's cost does not depend on the
-values), and times whole updates (advantages, `epochs` x `minibatches` gradient steps,
-KL and summaries into a temporary folder) in a `tf.function`, as the train script runs
-them at the end of each rollout: `ppo.jit_update=false` (graph mode) and `true`
-(each minibatch step one XLA cluster), alternating, `--repeats` rounds of `--updates`
-updates each. `first` is the first call of each: tracing, graph optimization and, with
-XLA, compilation. Environments are not stepped.
+rollout buffer (`algo.rollout.data`) with standard normal numbers (the update's cost does
+not depend on the values), and times whole updates, `algo.learn(algo.rollout.read())`
+(advantages, `epochs` x `minibatches` gradient steps, KL and summaries into a temporary
+folder), in a `tf.function`, as training runs them at the end of each rollout:
+`ppo.jit_update=false` (graph mode) and `true` (each minibatch step one XLA cluster),
+alternating, `--repeats` rounds of `--updates` updates each. `first` is the first call of
+each: tracing, graph optimization and, with XLA, compilation. Environments are not
+stepped.
 """
 
 from __future__ import annotations
@@ -22,31 +23,29 @@ import time
 
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
-from batchrl.tools import load_run_config
-from batchrl.tools.environments import make_in_graph_env
+from batchrl.runners import make_algorithm
+from batchrl.tools import load_run_config, make_in_graph_env
 
 
 def build(name: str, jit_update: bool):
-    """PPO for config `name` with a full rollout memory, and its update as a tf.function."""
+    """PPO for config `name` with a full rollout buffer, and its update as a tf.function."""
     config = load_run_config(name, [f"ppo.jit_update={str(jit_update).lower()}"])
     tf.keras.utils.set_random_seed(0)
     env = make_in_graph_env(config.env, config.env.num_envs, 0)
     try:
-        algo = train_script.make_algorithm(config, env, tf.Variable(0, dtype=tf.int64))
+        algo = make_algorithm(config, env, tf.Variable(0, dtype=tf.int64))
     finally:
         env.close()
     noise = tf.random.Generator.from_seed(0)
-    for buffer in algo._memory.values():
+    for buffer in algo.rollout.data.values():  # [T, B, ...] each
         if buffer.dtype == tf.float32:
             buffer.assign(noise.normal(buffer.shape))
-    algo._memory_length.assign(tf.fill([algo._slots], algo._length))
-    return config, tf.function(lambda: algo._update(algo._slots))
+    return config, tf.function(lambda: algo.learn(algo.rollout.read()))
 
 
 def measure(name: str, updates: int, repeats: int) -> dict:
     modes = {"graph": build(name, False), "xla": build(name, True)}
-    config = modes["graph"][0].algorithm
+    config = modes["graph"][0].ppo
     times = {mode: [] for mode in modes}
     first = {}
     with tempfile.TemporaryDirectory() as logdir:

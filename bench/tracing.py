@@ -2,11 +2,14 @@
 
     python bench/tracing.py                        # pendulum and cartpole_impala
     python bench/tracing.py cheetah --set env.num_envs=4
+    python bench/tracing.py pendulum --calls 30      # the steady cost, median of 30 calls
 
-For each config, builds the environments and the algorithm as the train script does and
-times, in seconds: `trace`, tracing the `simulate` call of `train.steps_per_call` steps
-into a graph (Python: autograph and op construction); `first`, the first call (graph
-optimization, then the steps and any update); `second`, the next call (the steady cost).
+For each config, builds the environments and the algorithm as `batchrl.runners.train`
+does (`LocalTrainer.make_batch_env`, `make_algorithm`) and times, in seconds: `trace`,
+tracing into a graph the call `LocalTrainer` makes, `simulate` of `train.steps_per_call`
+steps (Python: autograph and op construction); `first`, the first call (graph
+optimization, then the steps and any update); `later`, the median of the `--calls` calls
+after it (default 1: the second call; the steady cost).
 `trace + first` is what the train script reports as its first training call, less
 environment and model construction. Summaries go to a temporary folder, as in training.
 """
@@ -14,23 +17,25 @@ environment and model construction. Summaries go to a temporary folder, as in tr
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 
 import tensorflow as tf
 
-from batchrl.scripts import train as train_script
+from batchrl.runners import LocalTrainer, make_algorithm
 from batchrl.tools import load_run_config, simulate
-from batchrl.tools.environments import make_in_graph_env
 
 
-def measure(name: str, overrides: list[str]) -> dict[str, float]:
-    """Seconds to trace, to run the first call and to run the second, for config `name`."""
+def measure(name: str, overrides: list[str], calls: int = 1) -> dict[str, float]:
+    """Seconds to trace, to run the first call, and the median of `calls` later calls."""
     config = load_run_config(name, overrides)
     step = tf.Variable(0, dtype=tf.int64)
-    env = make_in_graph_env(config.env, config.env.num_envs, config.train.seed)
+    if config.runner.name != "local":
+        raise ValueError(f"Config {name!r} uses runner {config.runner.name!r}, not 'local'.")
+    env = LocalTrainer.make_batch_env(config, config.train.seed)
     try:
-        algo = train_script.make_algorithm(config, env, step)
+        algo = make_algorithm(config, env, step)
         steps = config.train.steps_per_call
         call = tf.function(lambda: simulate(env, algo, log=True, steps=steps))
         times = {}
@@ -39,10 +44,12 @@ def measure(name: str, overrides: list[str]) -> dict[str, float]:
                 start = time.perf_counter()
                 call.get_concrete_function()
                 times["trace"] = time.perf_counter() - start
-                for key in ("first", "second"):
+                seconds = []
+                for _ in range(1 + calls):
                     start = time.perf_counter()
                     call()
-                    times[key] = time.perf_counter() - start
+                    seconds.append(time.perf_counter() - start)
+                times["first"], times["later"] = seconds[0], statistics.median(seconds[1:])
         return times
     finally:
         env.close()
@@ -52,12 +59,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=["pendulum", "cartpole_impala"])
     parser.add_argument("--set", action="append", default=[], help="an override, as in train")
+    parser.add_argument("--calls", type=int, default=1, help="later calls to take the median of")
     args = parser.parse_args(argv)
-    print("| config | trace | first call | second call |")
+    later = "second call" if args.calls == 1 else f"later call (median of {args.calls})"
+    print(f"| config | trace | first call | {later} |")
     print("|---|---:|---:|---:|")
     for name in args.configs:
-        times = measure(name, args.set)
-        print(f"| `{name}` | {times['trace']:.1f} | {times['first']:.1f} | {times['second']:.1f} |")
+        times = measure(name, args.set, args.calls)
+        print(f"| `{name}` | {times['trace']:.1f} | {times['first']:.1f} | {times['later']:.3f} |")
 
 
 if __name__ == "__main__":
