@@ -12,8 +12,6 @@ from batchrl.tools import config as config_lib
 from batchrl.tools.config import Config, ConfigError, Sources, check_choice
 from batchrl.tools.registry import ALGORITHMS, NETWORKS, RUNNERS
 
-# Sections every run reads; the others belong to one algorithm or one runner each.
-SHARED_SECTIONS = ("env", "train", "algorithm", "network", "runner")
 BACKENDS = ("gymnasium", "tensorflow")
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
 # algorithm's own section.
