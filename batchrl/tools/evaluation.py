@@ -31,6 +31,12 @@ class EpisodeRecorder(Algorithm):
     def clear(self) -> None:
         self.finished.assign(tf.zeros_like(self.finished))
 
+    def first_episodes(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns [B] and lengths [B] of first episodes; unfinished ones count as they are."""
+        returns = tf.where(self.finished, self.returns, self._return)
+        lengths = tf.where(self.finished, self.lengths, self._length)
+        return returns, lengths
+
     def begin_episodes(self, agent_indices):
         rows = agent_indices[:, None]
         self._return.scatter_nd_update(rows, tf.zeros_like(agent_indices, tf.float32))
@@ -49,11 +55,19 @@ class EpisodeRecorder(Algorithm):
         )
 
     def end_episodes(self, agent_indices):
-        new = tf.boolean_mask(agent_indices, ~tf.gather(self.finished, agent_indices))  # [K']
-        rows = new[:, None]
-        self.returns.scatter_nd_update(rows, tf.gather(self._return, new))
-        self.lengths.scatter_nd_update(rows, tf.gather(self._length, new))
-        self.finished.scatter_nd_update(rows, tf.ones_like(new, tf.bool))
+        # Static shapes only (no boolean_mask): under XLA a masked index list is padded, and
+        # its padding would scatter into other agents' rows.
+        rows = agent_indices[:, None]
+        first = ~tf.gather(self.finished, agent_indices)  # [K]
+        returns = tf.where(
+            first, tf.gather(self._return, agent_indices), tf.gather(self.returns, agent_indices)
+        )
+        lengths = tf.where(
+            first, tf.gather(self._length, agent_indices), tf.gather(self.lengths, agent_indices)
+        )
+        self.returns.scatter_nd_update(rows, returns)
+        self.lengths.scatter_nd_update(rows, lengths)
+        self.finished.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
         self._algo.end_episodes(agent_indices)
 
 

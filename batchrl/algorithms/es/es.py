@@ -11,6 +11,7 @@ from batchrl.networks import PopulationMLP, PopulationNetwork, action_size, to_a
 from batchrl.tools import summary
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.evaluation import EpisodeRecorder
 from batchrl.tools.normalizer import StreamingNormalizer
 from batchrl.tools.run_config import check_range
 from batchrl.tools.simulate import simulate
@@ -112,13 +113,13 @@ class Strategy(tf.Module):
 
 
 class PopulationPolicy(Algorithm):
-    """Acting only: agent a acts with member a // E and records its first episode.
+    """Acting only: agent a acts with member a // E.
 
-    `start(params)` loads the parameters [M, D] of M members for B = M E agents and
-    forgets the recorded episodes; `simulate` then drives it. Observations are
-    normalized with the statistics frozen at `start` (every member sees the same); with
-    `update_normalizer`, the running statistics of `observ_normalizer` are updated with
-    every observation.
+    `start(params)` loads the parameters [M, D] of M members for B = M E agents;
+    `simulate` then drives it (through an `EpisodeRecorder`, which scores each agent's
+    first episode). Observations are normalized with the statistics frozen at `start`
+    (every member sees the same); with `update_normalizer`, the running statistics of
+    `observ_normalizer` are updated with every observation.
     """
 
     def __init__(
@@ -143,13 +144,7 @@ class PopulationPolicy(Algorithm):
         self._action_noise = action_noise
         self._rng = rng
         self._update_normalizer = update_normalizer
-        batch = members * episodes_per_member
         self.params = tf.Variable(tf.zeros([members, network.num_params]), trainable=False)
-        self.finished = tf.Variable(tf.zeros([batch], tf.bool), trainable=False)
-        self.returns = tf.Variable(tf.zeros([batch]), trainable=False)
-        self.lengths = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
-        self._return = tf.Variable(tf.zeros([batch]), trainable=False)
-        self._length = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
         shape = () if observ_normalizer is None else observ_normalizer._shape
         self._mean = tf.Variable(tf.zeros(shape), trainable=False)
         self._std = tf.Variable(tf.ones(shape), trainable=False)
@@ -159,21 +154,12 @@ class PopulationPolicy(Algorithm):
 
     def start(self, params: tf.Tensor) -> None:
         self.params.assign(params)
-        self.finished.assign(tf.zeros_like(self.finished))
         if self._normalizer is not None:
             self._mean.assign(tf.cast(self._normalizer.mean, tf.float32))
             self._std.assign(tf.cast(self._normalizer.std, tf.float32))
 
-    def first_returns(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """Returns [B] and lengths [B] of first episodes; unfinished ones count as they are."""
-        returns = tf.where(self.finished, self.returns, self._return)
-        lengths = tf.where(self.finished, self.lengths, self._length)
-        return returns, lengths
-
     def begin_episodes(self, agent_indices):
-        rows = agent_indices[:, None]
-        self._return.scatter_nd_update(rows, tf.zeros_like(agent_indices, tf.float32))
-        self._length.scatter_nd_update(rows, tf.zeros_like(agent_indices))
+        pass
 
     def perform(self, agent_indices, observ):
         batch = len(self)
@@ -194,18 +180,11 @@ class PopulationPolicy(Algorithm):
         return to_action(output, self._space, self._squash)
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        rows = agent_indices[:, None]
-        self._return.scatter_nd_add(rows, reward)
-        self._length.scatter_nd_add(rows, tf.ones_like(agent_indices))
         if self._normalizer is not None and self._update_normalizer:
             self._normalizer.update(observ)
 
     def end_episodes(self, agent_indices):
-        new = tf.boolean_mask(agent_indices, ~tf.gather(self.finished, agent_indices))  # [K']
-        rows = new[:, None]
-        self.returns.scatter_nd_update(rows, tf.gather(self._return, new))
-        self.lengths.scatter_nd_update(rows, tf.gather(self._length, new))
-        self.finished.scatter_nd_update(rows, tf.ones_like(new, tf.bool))
+        pass
 
 
 class PopulationEvaluator:
@@ -224,6 +203,7 @@ class PopulationEvaluator:
             )
         self._env = batch_env
         self._policy = policy
+        self._recorder = EpisodeRecorder(policy, len(policy))
         self._max_steps = int(max_steps)
         self._call = tf.function(self._run, jit_compile=bool(jit_compile))
 
@@ -232,18 +212,19 @@ class PopulationEvaluator:
         return self._call(tf.convert_to_tensor(params, tf.float32))
 
     def _run(self, params):
-        policy, batch_env = self._policy, self._env
+        policy, recorder, batch_env = self._policy, self._recorder, self._env
         policy.start(params)
+        recorder.clear()
 
         def running(t):
-            return tf.logical_and(t < self._max_steps, ~tf.reduce_all(policy.finished))
+            return tf.logical_and(t < self._max_steps, ~tf.reduce_all(recorder.finished))
 
         def body(t):
-            simulate(batch_env, policy, reset=tf.equal(t, 0), steps=1)
+            simulate(batch_env, recorder, reset=tf.equal(t, 0), steps=1)
             return t + 1
 
         tf.while_loop(running, body, [tf.constant(0)], parallel_iterations=1)
-        returns, lengths = policy.first_returns()  # [B] each
+        returns, lengths = recorder.first_episodes()  # [B] each
         per_member = tf.reshape(returns, [policy._members, policy._per_member])
         stats = {
             "episodes": tf.size(returns),

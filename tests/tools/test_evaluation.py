@@ -1,0 +1,93 @@
+"""EpisodeRecorder records each agent's first episode, in graph mode and under XLA."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.core import Algorithm
+from batchrl.tools import InGraphEnv, simulate
+from batchrl.tools.evaluation import EpisodeRecorder
+
+BATCH = 300
+
+
+class Countdown(InGraphEnv):
+    """Environment i's episodes last i % 97 + 1 steps, with reward 1 + i % 3 per step."""
+
+    def __init__(self, batch_size):
+        super().__init__(
+            batch_size, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.Discrete(2)
+        )
+        self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+        self.lengths = tf.range(batch_size) % 97 + 1
+        self.rewards = tf.cast(1 + tf.range(batch_size) % 3, tf.float32)
+
+    def _step(self, action):
+        self.elapsed.assign_add(tf.ones_like(self.elapsed))
+        terminated = self.elapsed >= self.lengths
+        observ = tf.zeros([self._batch_size, 1])
+        return observ, self.rewards, terminated, tf.zeros_like(terminated)
+
+    def _reset(self, indices):
+        self.elapsed.scatter_nd_update(indices[:, None], tf.zeros_like(indices))
+        return tf.zeros([tf.shape(indices)[0], 1])
+
+
+class Idle(Algorithm):
+    def begin_episodes(self, agent_indices):
+        pass
+
+    def perform(self, agent_indices, observ):
+        return tf.zeros_like(agent_indices)
+
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        pass
+
+    def end_episodes(self, agent_indices):
+        pass
+
+
+LENGTHS = np.arange(BATCH) % 97 + 1
+RETURNS = LENGTHS * (1 + np.arange(BATCH) % 3)
+
+
+# Before the fix, end_episodes scattered through a boolean_mask'ed index list, and under XLA
+# only 52 (one loop) and 71 (several calls) of the 300 first episodes were recorded.
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_first_episodes_in_one_loop(jit_compile):
+    env = Countdown(BATCH)
+    recorder = EpisodeRecorder(Idle(), BATCH)
+
+    def run():
+        def body(t):
+            simulate(env, recorder, reset=tf.equal(t, 0), steps=1)
+            return t + 1
+
+        tf.while_loop(lambda t: t < 120, body, [tf.constant(0)], parallel_iterations=1)
+
+    recorder.clear()
+    tf.function(run, jit_compile=jit_compile)()
+    assert recorder.finished.numpy().all()
+    np.testing.assert_array_equal(recorder.lengths.numpy(), LENGTHS)
+    np.testing.assert_array_equal(recorder.returns.numpy(), RETURNS)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_first_episodes_over_several_calls(jit_compile):
+    env = Countdown(BATCH)
+    recorder = EpisodeRecorder(Idle(), BATCH)
+    call = tf.function(
+        lambda reset: simulate(env, recorder, reset=reset, steps=16), jit_compile=jit_compile
+    )
+    recorder.clear()
+    call(tf.constant(True))
+    returns, lengths = recorder.first_episodes()
+    # After 16 steps, episodes of up to 16 steps are recorded; the others count as they are.
+    np.testing.assert_array_equal(lengths.numpy(), np.minimum(LENGTHS, 16))
+    np.testing.assert_array_equal(returns.numpy(), np.minimum(LENGTHS, 16) * (RETURNS // LENGTHS))
+    for _ in range(6):
+        call(tf.constant(False))
+    assert recorder.finished.numpy().all()
+    np.testing.assert_array_equal(recorder.lengths.numpy(), LENGTHS)
+    np.testing.assert_array_equal(recorder.returns.numpy(), RETURNS)
