@@ -334,7 +334,13 @@ class PPO(Algorithm, Learner, Policy):
         Returns the means over all minibatches of the losses and diagnostics.
         """
         cfg = self._cfg
-        size = tf.maximum(total // cfg.minibatches, 1)
+        # A static size when `total` is a Python int: under XLA a slice of a size computed
+        # in the graph is padded to all `total` rows and masked, which made every minibatch
+        # step under `train.jit_compile` cost as much as a step on the whole batch.
+        static = isinstance(total, int)
+        size = (
+            max(total // cfg.minibatches, 1) if static else tf.maximum(total // cfg.minibatches, 1)
+        )
         axis = 0 if states is None else 1
         self.optimizer.learning_rate.assign(self._learning_rate())
         train_minibatch = self._train_minibatch
@@ -344,7 +350,10 @@ class PPO(Algorithm, Learner, Policy):
             train_minibatch = self._jit_minibatch
 
         def minibatch_step(index, order, metrics):
-            indices = order[index * size : (index + 1) * size]
+            if static:
+                indices = tf.slice(order, [index * size], [size])  # [size]
+            else:
+                indices = order[index * size : (index + 1) * size]  # [size]
             minibatch = {key: tf.gather(v, indices, axis=axis) for key, v in batch.items()}
             if states is not None:
                 minibatch["state"] = tf.gather(states, indices)
