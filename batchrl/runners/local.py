@@ -14,8 +14,10 @@ class LocalTrainer(Trainer):
 
     The environments (Gymnasium's through `InGraphBatchEnv`, or written in TensorFlow
     ops) and the algorithm's `perform`, `experience` and updates are one graph call; with
-    `train.jit_compile` one XLA computation, which records no summaries, so the train
-    loop writes `simulate`'s statistics itself.
+    `train.jit_compile` one XLA computation (rollouts, advantages, every epoch and
+    minibatch, the optimizer and the normalizers), which records no summaries: it returns
+    `simulate`'s statistics and the algorithm's `summaries()` (if it has that method) as
+    tensors, and the train loop writes them.
     """
 
     @classmethod
@@ -30,9 +32,13 @@ class LocalTrainer(Trainer):
         self.in_graph_logging = not self.jit_compile
         self._env_steps = steps * len(batch_env)
         if self.jit_compile:
-            self._call = tf.function(
-                lambda: simulate(batch_env, algo, steps=steps), jit_compile=True
-            )
+            summaries = getattr(algo, "summaries", None)
+
+            def call():
+                stats = simulate(batch_env, algo, steps=steps)
+                return dict(stats, **summaries()) if summaries else stats
+
+            self._call = tf.function(call, jit_compile=True)
         else:
             self._call = tf.function(lambda: simulate(batch_env, algo, log=True, steps=steps))
 

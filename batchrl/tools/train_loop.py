@@ -115,9 +115,13 @@ def run(
             if int(stats["episodes"]):
                 last["train_return"] = float(stats["mean_return"])
             with train_writer.as_default(step=step):
-                if not trainer.in_graph_logging and int(stats["episodes"]):
-                    for name in ("mean_return", "mean_length", "episodes"):
-                        summary.scalar(f"simulate/{name}", stats[name])
+                if not trainer.in_graph_logging:
+                    if int(stats["episodes"]):
+                        for name in ("mean_return", "mean_length", "episodes"):
+                            summary.scalar(f"simulate/{name}", stats[name])
+                    for name, value in stats.items():  # The algorithm's, e.g. 'ppo/kl'.
+                        if "/" in name:
+                            summary.scalar(name, value)
                 rate = (int(step) - start_step) / max(time.time() - start_time, 1e-9)
                 summary.scalar("steps_per_second", rate)
             if signals.received is not None:

@@ -18,6 +18,14 @@ from batchrl.tools.schedules import SCHEDULES, learning_rate
 OBJECTIVES = ("clip", "kl_penalty")
 UPDATE_MODES = ("steps", "episodes")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
+# What `learn` reports, as `summaries()` returns it after a training call.
+SUMMARIES = METRICS + (
+    "kl",
+    "explained_variance",
+    "penalty_coefficient",
+    "learning_rate",
+    "mean_scaled_reward",
+)
 
 
 class PPO(Algorithm, Learner, Policy):
@@ -158,6 +166,9 @@ class PPO(Algorithm, Learner, Policy):
         if cfg.jit_update and cfg.update_mode == "steps":
             self._jit_minibatch = tf.function(self._train_minibatch, jit_compile=True)
         self.penalty = tf.Variable(float(cfg.kl_init_penalty), trainable=False, name="penalty")
+        # The latest update's summaries, for a training call compiled by XLA, which records
+        # none: outside the checkpoint (a plain object), so that older checkpoints restore.
+        self._latest = _Untracked({name: _zeros([]) for name in SUMMARIES})
 
         # The latest action of each agent: the raw sample and the policy output it came
         # from. `experience` stores these, since the environment sees a clipped action.
@@ -454,11 +465,23 @@ class PPO(Algorithm, Learner, Policy):
         )
 
     def _write_summaries(self, metrics, reward, mask):
-        for name, value in metrics.items():
+        values = dict(
+            metrics,
+            penalty_coefficient=self.penalty.read_value(),
+            learning_rate=tf.cast(self.optimizer.learning_rate, tf.float32),
+            mean_scaled_reward=utility.masked_mean(reward, mask),
+        )
+        for name, value in values.items():
             summary.scalar(f"ppo/{name}", value)
-        summary.scalar("ppo/penalty_coefficient", self.penalty)
-        summary.scalar("ppo/learning_rate", self.optimizer.learning_rate)
-        summary.scalar("ppo/mean_scaled_reward", utility.masked_mean(reward, mask))
+            self._latest.variables[name].assign(value)
+
+    def summaries(self) -> dict[str, tf.Tensor]:
+        """The scalars the latest update wrote, {'ppo/<name>': value}, as tensors.
+
+        A training call that XLA compiles records no summaries; the local runner returns
+        these from it, and the train loop writes them.
+        """
+        return {f"ppo/{name}": v.read_value() for name, v in self._latest.variables.items()}
 
     # The policy, for evaluation and export.
 
@@ -484,6 +507,13 @@ class PPO(Algorithm, Learner, Policy):
         dist = self.head(output)
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
+
+
+class _Untracked:
+    """Holds variables where `tf.Module` and `tf.train.Checkpoint` do not look."""
+
+    def __init__(self, variables: dict[str, tf.Variable]):
+        self.variables = variables
 
 
 def _zeros(shape, dtype=tf.float32):
