@@ -75,27 +75,61 @@ class Evaluation:
     """Runs at least `episodes` whole evaluation episodes and reports their mean.
 
     Each round resets every environment and counts only its first episode, so that short
-    episodes are not over-represented.
+    episodes are not over-represented. With `jit_compile` (environments in TensorFlow ops
+    only), a round is one XLA program: it steps until every environment has finished an
+    episode, or `max_steps` batched steps (episodes unfinished then count as they are).
+    Otherwise each `steps_per_call` steps are one graph call, until all have finished.
     """
 
-    def __init__(self, batch_env, algo: Algorithm, episodes: int, steps_per_call: int = 64):
+    def __init__(
+        self,
+        batch_env,
+        algo: Algorithm,
+        episodes: int,
+        steps_per_call: int = 64,
+        jit_compile: bool = False,
+        max_steps: int = 100_000,
+    ):
         self._recorder = EpisodeRecorder(algo, len(batch_env))
         self._rounds = math.ceil(episodes / len(batch_env))
+        self._jit_compile = jit_compile
         recorder = self._recorder
-        self._call = tf.function(
-            lambda reset: simulate(batch_env, recorder, reset=reset, steps=steps_per_call)
-        )
+
+        def chunk(reset):
+            return simulate(batch_env, recorder, reset=reset, steps=steps_per_call)
+
+        def round_():
+            recorder.clear()
+            chunk(True)
+            limit = max(math.ceil(max_steps / steps_per_call) - 1, 0)
+            tf.while_loop(
+                lambda count: tf.logical_and(
+                    count < limit, tf.logical_not(tf.reduce_all(recorder.finished))
+                ),
+                lambda count: (_after(chunk(False)["steps"], count + 1),),
+                (tf.constant(0),),
+            )
+            return recorder.first_episodes()
+
+        if jit_compile:
+            self._call = tf.function(round_, jit_compile=True)
+        else:
+            self._call = tf.function(chunk)
 
     def run(self, writer=None, step=None) -> dict[str, float]:
         """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries."""
         returns, lengths = [], []
         for _ in range(self._rounds):
-            self._recorder.clear()
-            self._call(tf.constant(True))
-            while not self._recorder.finished.numpy().all():
-                self._call(tf.constant(False))
-            returns.extend(self._recorder.returns.numpy())
-            lengths.extend(self._recorder.lengths.numpy())
+            if self._jit_compile:
+                round_returns, round_lengths = self._call()
+            else:
+                self._recorder.clear()
+                self._call(tf.constant(True))
+                while not self._recorder.finished.numpy().all():
+                    self._call(tf.constant(False))
+                round_returns, round_lengths = self._recorder.returns, self._recorder.lengths
+            returns.extend(round_returns.numpy())
+            lengths.extend(round_lengths.numpy())
         result = {
             "mean_return": float(np.mean(returns)),
             "mean_length": float(np.mean(lengths)),
@@ -106,3 +140,9 @@ class Evaluation:
                 summary.scalar("eval/mean_return", result["mean_return"])
                 summary.scalar("eval/mean_length", result["mean_length"])
         return result
+
+
+def _after(tensor, value):
+    """`value`, computed after `tensor`: orders a loop's next test after its body."""
+    with tf.control_dependencies([tensor]):
+        return tf.identity(value)

@@ -16,6 +16,7 @@ from batchrl.tools import summary
 from batchrl.tools.checkpoints import Checkpoints
 from batchrl.tools.evaluation import Evaluation
 from batchrl.tools.export import export_policy
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.policy_evaluator import PolicyEvaluator
 
 
@@ -94,7 +95,10 @@ def run(
     evaluation = None
     if policy is not None and cfg.eval_every:
         evaluator = PolicyEvaluator(policy, len(eval_env))
-        evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes)
+        # Environments in TensorFlow ops evaluate a whole round in one XLA program.
+        in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
+        jit_compile = bool(cfg.jit_compile) and in_tensorflow
+        evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile)
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.tools import InGraphEnv, simulate
-from batchrl.tools.evaluation import EpisodeRecorder
+from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
 
 BATCH = 300
 
@@ -91,3 +91,25 @@ def test_first_episodes_over_several_calls(jit_compile):
     assert recorder.finished.numpy().all()
     np.testing.assert_array_equal(recorder.lengths.numpy(), LENGTHS)
     np.testing.assert_array_equal(recorder.returns.numpy(), RETURNS)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_evaluation_means_first_episodes_of_each_round(jit_compile):
+    env = Countdown(BATCH)
+    # Two rounds of 300 episodes; under XLA each round is one call.
+    evaluation = Evaluation(env, Idle(), 2 * BATCH, steps_per_call=16, jit_compile=jit_compile)
+    result = evaluation.run()
+    assert result["episodes"] == 2 * BATCH
+    np.testing.assert_allclose(result["mean_length"], LENGTHS.mean())
+    np.testing.assert_allclose(result["mean_return"], RETURNS.mean())
+
+
+def test_compiled_evaluation_stops_at_max_steps():
+    env = Countdown(BATCH)
+    evaluation = Evaluation(env, Idle(), BATCH, steps_per_call=8, jit_compile=True, max_steps=16)
+    result = evaluation.run()
+    # Two calls of 8 steps: longer episodes count with their first 16 steps.
+    np.testing.assert_allclose(result["mean_length"], np.minimum(LENGTHS, 16).mean())
+    np.testing.assert_allclose(
+        result["mean_return"], (np.minimum(LENGTHS, 16) * (RETURNS // LENGTHS)).mean()
+    )
