@@ -63,12 +63,17 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     # generation) brings its own environments and trainer for the runner.
     make_batch_env = getattr(algo_cls, "make_batch_env", None) or runner_cls.make_batch_env
     make_trainer = getattr(algo_cls, "make_trainer", None) or runner_cls
-    batch_env = eval_env = trainer = None
+    batch_env = eval_env = final_eval_env = trainer = None
     try:
         env = config.env
         eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
         batch_env = make_batch_env(config, cfg.seed)
         eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
+        if env.backend == "tensorflow" and env.eval_on_gymnasium and cfg.jit_compile:
+            # Evaluations during training on the port, in one XLA program each; the final
+            # one on Gymnasium's environment.
+            final_eval_env = eval_env
+            eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, env.backend)
         algo = make_algorithm(config, batch_env, step)
         tracked = {"step": step, "algo": algo}
         if _holds_its_state(batch_env):  # Environments in TensorFlow ops resume exactly.
@@ -91,6 +96,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         if not _holds_its_state(batch_env):
             _reseed(batch_env, cfg.seed + int(step))
         _reseed(eval_env, cfg.seed + int(step) + 10**6)
+        if final_eval_env is not None:
+            _reseed(final_eval_env, cfg.seed + int(step) + 10**6)
         trainer = make_trainer(config, algo, batch_env, seed=cfg.seed + int(step))
         policy = algo if isinstance(algo, Policy) else None
         if policy is None:
@@ -98,11 +105,13 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
                 f"{type(algo).__name__} is not a batchrl.core.Policy: no evaluation, no export.",
                 final=True,
             )
-        return run(trainer, policy, eval_env, step, checkpoints, logdir, cfg, progress)
+        return run(
+            trainer, policy, eval_env, step, checkpoints, logdir, cfg, progress, final_eval_env
+        )
     finally:
         if trainer is not None:
             trainer.close()
-        for env in (batch_env, eval_env):
+        for env in (batch_env, eval_env, final_eval_env):
             if env is not None and hasattr(env, "close"):
                 env.close()
 

@@ -70,6 +70,7 @@ def run(
     logdir: str | Path,
     train_config,
     progress,
+    final_eval_env=None,
 ) -> dict[str, float]:
     """Steps `trainer` until `train_config.total_steps`; evaluates, saves and exports.
 
@@ -82,6 +83,8 @@ def run(
       logdir: the run's folder (TensorBoard `train/` and `eval/`, `policy/`).
       train_config: the `train` section.
       progress: callable(text, final=False) for status lines.
+      final_eval_env: the environments of the final evaluation, if not `eval_env` (e.g.
+        Gymnasium's, where `eval_env` is the TensorFlow port).
 
     Returns:
       The final `step`, and the latest `train_return` and `eval_return` (NaN if none).
@@ -144,6 +147,10 @@ def run(
             progress(_status(int(step), cfg.total_steps, rate, last))
     if not (checkpoints.latest or "").endswith(f"-{int(step)}"):
         checkpoints.save(int(step))
+    if final_eval_env is not None and evaluation is not None:
+        evaluator = PolicyEvaluator(policy, len(final_eval_env))
+        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes)
+        evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
         last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
     if policy is not None:

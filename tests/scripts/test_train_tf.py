@@ -31,6 +31,8 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
             "env.id=CartPole-v1",
             "env.backend=tensorflow",
             f"train.jit_compile={str(jit_compile).lower()}",
+            # With XLA: evaluations on the port in XLA, the final one on Gymnasium.
+            f"env.eval_on_gymnasium={str(jit_compile).lower()}",
             "train.total_steps=512",
         ],
     )
@@ -39,6 +41,9 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
     assert np.isfinite(result["eval_return"])
     episodes = scalars(tmp_path / "train", "simulate/episodes")
     assert episodes and all(count >= 1 for _, count in episodes)
+    # PPO's summaries: recorded in the graph, or returned by the XLA call and written.
+    kl = scalars(tmp_path / "train", "ppo/kl")
+    assert kl and all(np.isfinite(value) for _, value in kl)
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("-512")
     assert (tmp_path / "policy" / "saved_model.pb").exists()
 
