@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util  # No public API tells an XLA context.
 
 from batchrl.algorithms.ppo import utility
 from batchrl.core import Algorithm, Learner, Policy
@@ -354,11 +353,9 @@ class PPO(Algorithm, Learner, Policy):
         )
         axis = 0 if states is None else 1
         self.optimizer.learning_rate.assign(self._learning_rate())
-        train_minibatch = self._train_minibatch
-        # Inside a call that XLA already compiles, the nested XLA function is not needed,
-        # and TensorFlow 2.21 computes wrong minibatches with it (tests/algorithms/ppo/test_xla.py).
-        if self._jit_minibatch is not None and not _in_xla_context():
-            train_minibatch = self._jit_minibatch
+        # Inside a call that XLA compiles, the nested XLA function is inlined. (It gathered
+        # wrong rows there while minibatches had a dynamic size: tests/algorithms/ppo/test_xla.py.)
+        train_minibatch = self._jit_minibatch or self._train_minibatch
 
         def minibatch_step(index, order, metrics):
             if static:
@@ -518,8 +515,3 @@ class _Untracked:
 
 def _zeros(shape, dtype=tf.float32):
     return tf.Variable(tf.zeros(shape, dtype), trainable=False)
-
-
-def _in_xla_context() -> bool:
-    """Whether the graph being built is compiled with XLA (`jit_compile=True`)."""
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())

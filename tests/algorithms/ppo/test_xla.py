@@ -59,10 +59,18 @@ def _collect_and_update(jit_compile, **kwargs):
     return before, _weights(algo), algo.penalty.numpy()
 
 
-@pytest.mark.parametrize("objective", ["clip", "kl_penalty"])
-def test_compiled_update_matches_graph_update(objective):
+@pytest.mark.parametrize(
+    "objective, network",
+    [
+        ("clip", "feedforward"),
+        ("kl_penalty", "feedforward"),
+        pytest.param("clip", "gru", marks=pytest.mark.slow),  # About 40 s of CPU.
+    ],
+)
+def test_compiled_update_matches_graph_update(objective, network):
     results = [
-        _collect_and_update(jit, jit_update=False, objective=objective) for jit in (False, True)
+        _collect_and_update(jit, jit_update=False, objective=objective, network=network)
+        for jit in (False, True)
     ]
     (before_graph, graph, penalty_graph), (before_xla, xla, penalty_xla) = results
     for a, b in zip(before_graph, before_xla, strict=True):
@@ -95,8 +103,9 @@ def test_compiled_rollout_of_the_deterministic_policy_matches_graph_rollout():
 def test_xla_minibatch_steps_match_graph_minibatch_steps(outer_jit, network):
     # Four minibatches, so a wrong slice of the shuffled rows would show. Each pair of runs
     # draws the same shuffle: both in graph mode or both under XLA. Inside a call that XLA
-    # compiles, TensorFlow 2.21 gathers wrong minibatches in a nested jit_compile function;
-    # PPO must not nest one there.
+    # compiles, the nested jit_compile function gathered wrong rows while PPO sliced
+    # minibatches of a size computed in the graph (XLA pads such slices); with static
+    # slices the nested function is inlined and agrees.
     (before_a, graph, _), (before_b, jit, _) = [
         _collect_and_update(outer_jit, minibatches=4, jit_update=jit_update, network=network)
         for jit_update in (False, True)
