@@ -608,8 +608,8 @@ def _population_stats(parts: list[dict]) -> tuple[int, dict]:
     return int(sum(int(part["steps"]) for part in parts)), stats
 
 
-def _make_behaviour_policy(config, seed: int):
-    """A behaviour policy of the config's algorithm, built in an actor's process."""
+def make_behaviour_policy(config, seed: int):
+    """A behaviour policy of the config's algorithm, as an actor builds it in its process."""
     spaces = EnvSpaces(config.env, config.env.num_envs)
     algo = algorithm_class(config)(spaces, config, seed=config.train.seed)
     return algo.make_behaviour_policy(seed)
@@ -714,7 +714,7 @@ class RayTrainer(Trainer):
             else:
                 self._runner = RayActorLearner(
                     functools.partial(make_batch_env, config.env, config.env.num_envs),
-                    functools.partial(_make_behaviour_policy, config),
+                    functools.partial(make_behaviour_policy, config),
                     algo,
                     num_actors=cfg.num_actors,
                     unroll_length=config[algorithm_section(config)].unroll_length,

@@ -1,0 +1,189 @@
+"""The ray runner on a real two-node loopback cluster: IMPALA actors, ES workers, faults."""
+
+import functools
+import logging
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from batchrl.algorithms import IMPALA
+from batchrl.algorithms.es import ES, GenerationTrainer
+from batchrl.tools import ConfigError, load_run_config
+from batchrl.tools.environments import EnvSpaces, make_batch_env
+from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
+
+pytest.importorskip("ray")
+
+from batchrl.runners.ray import (  # noqa: E402
+    RayActorLearner,
+    RayPopulation,
+    make_behaviour_policy,
+    merge_statistics,
+)
+
+# The processes of every IMPALA actor the tests saw, checked to be gone after close.
+SEEN = set()
+
+
+def wait_gone(pids, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while [pid for pid in pids if psutil.pid_exists(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [pid for pid in pids if psutil.pid_exists(pid)]
+
+
+def actor_info(handles):
+    import ray
+
+    pids = ray.get([handle.pid.remote() for handle in handles], timeout=120)
+    nodes = ray.get([handle.node_id.remote() for handle in handles], timeout=120)
+    return pids, nodes
+
+
+@pytest.fixture(scope="module")
+def impala(ray_cluster):
+    """IMPALA on CartPole with 2 Ray actors of 2 environments, unrolls of 16 steps."""
+    config = load_run_config(
+        "debug_impala",
+        ["env.id=CartPole-v1", "runner.name=ray", "ray.num_actors=2"],
+    )
+    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
+    runner = RayActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        functools.partial(make_behaviour_policy, config),
+        algo,
+        num_actors=2,
+        unroll_length=16,
+        learner_batch=2,
+        requests_per_actor=2,
+        timeout=180,
+    )
+    with runner:
+        yield runner
+    assert SEEN
+    assert not wait_gone(SEEN), "actor processes outlived close()"
+
+
+def update(runner):
+    return runner.update()
+
+
+def test_impala_actors_on_two_nodes_train_and_record_policy_lag(impala):
+    pids, nodes = actor_info(impala.actors)
+    SEEN.update(pids)
+    assert len(set(nodes)) == 2  # SPREAD put one actor on each node.
+    lags = []
+    for _ in range(4):
+        steps, stats = update(impala)
+        assert steps == 2 * 16 * 2  # learner_batch unrolls of T=16 x B=2.
+        lags.append(stats["policy_lag"])
+    assert impala.version == 4
+    assert lags[0] == 0.0  # The first unrolls acted with the initial weights.
+    # Two requests in flight: the second carries the weights of the version before.
+    assert max(lags) >= 0.5, lags
+
+
+def test_removing_a_node_replaces_its_actor(impala, ray_cluster, caplog):
+    caplog.set_level(logging.WARNING)
+    pids, nodes = actor_info(impala.actors)
+    SEEN.update(pids)
+    worker_node = ray_cluster.worker.node_id
+    lost = [index for index, node in enumerate(nodes) if node == worker_node]
+    assert len(lost) == 1, nodes
+    restarts = impala.restarts
+    ray_cluster.cluster.remove_node(ray_cluster.worker)
+    try:
+        for _ in range(100):
+            update(impala)
+            if impala.restarts > restarts:
+                break
+        assert impala.restarts == restarts + 1
+        assert f"Ray actor {lost[0]} failed" in caplog.text
+        for _ in range(2):
+            update(impala)
+        new_pids, new_nodes = actor_info(impala.actors)
+        SEEN.update(new_pids)
+        assert worker_node not in new_nodes
+    finally:  # The tests after this one want two nodes again.
+        ray_cluster.worker = ray_cluster.cluster.add_node(num_cpus=2)
+
+
+def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
+    import ray
+
+    caplog.set_level(logging.WARNING)
+    victim = impala.actors[0]
+    (pid,), _ = actor_info([victim])
+    restarts = impala.restarts
+    ray.kill(victim, no_restart=True)
+    for _ in range(20):
+        update(impala)
+        if impala.restarts > restarts:
+            break
+    assert impala.restarts == restarts + 1
+    assert impala.actors[0] is not victim
+    assert "Ray actor 0 failed (ActorDiedError" in caplog.text
+    for _ in range(2):  # Training carries on with the new actor.
+        update(impala)
+    new_pids, _ = actor_info(impala.actors)
+    SEEN.update(new_pids)
+    assert pid not in new_pids
+    assert not wait_gone([pid])
+
+
+def fixed_start_env(config, size, seed):
+    del config, seed
+    return FixedStartCartPole(size)
+
+
+def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
+    """Two workers on two nodes, 3 generations: theta and Adam's moments are exactly those of
+    `GenerationTrainer` in this process for the same seed and population.
+
+    FixedStartCartPole, so that the members' episodes do not depend on which environments
+    run them; no observation statistics, which a generation in one batch also gathers
+    from environments whose first episode ended while others still run."""
+    overrides = [*SMALL, "runner.name=ray", "ray.num_actors=2", "es.normalize_observ=false"]
+    config = load_run_config("cartpole_es", overrides)
+    local = ES(FixedStartCartPole(16), config, seed=0)
+    trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
+    remote = ES(FixedStartCartPole(1), config, seed=0)
+    with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=180) as population:
+        assert population.slices == [(0, 4), (4, 8)]
+        _, nodes = actor_info(population.workers)
+        assert len(set(nodes)) == 2
+        pids, _ = actor_info(population.workers)
+        for _ in range(3):
+            local_steps, local_stats = trainer.step()
+            steps, stats = population.step()
+            assert steps == local_steps
+            assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
+    assert int(remote.strategy.generation) == 3
+    for name in ("theta", "m", "v"):
+        np.testing.assert_array_equal(
+            getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
+        )
+    assert not wait_gone(pids)
+
+
+def test_merge_statistics_equals_the_statistics_of_all_observations():
+    """Worker k started from the statistics of `base` and added its own batch."""
+    rng = np.random.default_rng(0)
+    base, *batches = [rng.normal(k, 1 + k, size=(n, 3)) for k, n in enumerate((5, 7, 4))]
+
+    def stats(values):  # (count, M2, mean), the order of StreamingNormalizer.variables.
+        return [np.asarray(float(len(values))), values.var(0) * len(values), values.mean(0)]
+
+    merged = merge_statistics(stats(base), [stats(np.concatenate([base, b])) for b in batches])
+    for got, want in zip(merged, stats(np.concatenate([base, *batches]))):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_without_ray_the_config_fails_at_load_with_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError.
+    monkeypatch.delitem(sys.modules, "batchrl.runners.ray", raising=False)
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[ray\]"'):
+        load_run_config("debug_impala", ["runner.name=ray"])
