@@ -690,10 +690,18 @@ class RayTrainer(Trainer):
 
     @classmethod
     def make_batch_env(cls, config, seed: int):
-        """What the algorithm is built with here: the spaces (the actors step the envs)."""
-        if _is_population(algorithm_class(config)):
-            return make_in_graph_env(config.env, 1, seed)
-        return EnvSpaces(config.env, config.env.num_envs)
+        """What the algorithm is built with here; the actors step environments of their own.
+
+        IMPALA gets the spaces only. ES gets its own training environments when they are
+        TensorFlow ops (cheap, and their state is checkpointed, so a run can resume with
+        another runner); with Gymnasium's it gets one environment, for the spaces.
+        """
+        algo_cls = algorithm_class(config)
+        if not _is_population(algo_cls):
+            return EnvSpaces(config.env, config.env.num_envs)
+        if config.env.backend == "tensorflow":
+            return algo_cls.make_batch_env(config, seed)
+        return make_in_graph_env(config.env, 1, seed)
 
     def __init__(self, config, algo, batch_env=None, seed: int = 0):
         del batch_env  # The actors build their own.

@@ -11,6 +11,7 @@ import pytest
 
 from batchrl.algorithms import IMPALA
 from batchrl.algorithms.es import ES, GenerationTrainer
+from batchrl.runners import train
 from batchrl.tools import ConfigError, load_run_config
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
@@ -26,6 +27,10 @@ from batchrl.runners.ray import (  # noqa: E402
 
 # The processes of every IMPALA actor the tests saw, checked to be gone after close.
 SEEN = set()
+
+
+def quiet(*_, **__):
+    pass
 
 
 def wait_gone(pids, seconds=20.0):
@@ -187,3 +192,22 @@ def test_without_ray_the_config_fails_at_load_with_the_install_hint(monkeypatch)
     monkeypatch.delitem(sys.modules, "batchrl.runners.ray", raising=False)
     with pytest.raises(ConfigError, match=r'pip install -e "\.\[ray\]"'):
         load_run_config("debug_impala", ["runner.name=ray"])
+
+
+def test_train_on_ray_records_lag_checkpoints_and_resumes(ray_cluster, tmp_path, event_tags):
+    """The train script with runner ray (one actor): summaries, a checkpoint, a resume."""
+    overrides = [
+        "env.id=CartPole-v1",
+        "runner.name=ray",
+        "ray.num_actors=1",
+        "train.eval_every=0",
+        "train.checkpoint_every=64",
+    ]
+    config = load_run_config("debug_impala", [*overrides, "train.total_steps=128"])
+    assert train(config, tmp_path, progress=quiet)["step"] == 128  # 2 updates of 2 x 16 x 2.
+    assert {"impala/policy_lag", "impala/actor_restarts"} <= event_tags(tmp_path / "train")
+    messages = []
+    config = load_run_config("debug_impala", [*overrides, "train.total_steps=256"])
+    result = train(config, tmp_path, progress=lambda text, **_: messages.append(text))
+    assert result["step"] == 256
+    assert any("Resumed from" in text and "at step 128" in text for text in messages), messages
