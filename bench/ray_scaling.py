@@ -15,6 +15,8 @@ environments of an actor or worker are stepped one after another in its process
   Each runs `--warmup` updates (actor start-up, TensorFlow import and tracing) and is then
   timed for `--seconds`. Efficiency is steps/s at n actors over n x steps/s at 1.
 - `central`: the same at 8 Ray actors with `ray.inference=central` beside actor inference.
+- `learner`: steps per second the learner alone consumes (`learn` on 2, 8 or 32 unrolls
+  of one actor's, weights put into the object store), the bound of IMPALA's scaling.
 - `es`: ES generations per second (`RayPopulation.step`, 16 members, one 50-step episode
   each) with 1, 2, 4 and 8 workers, after `--warmup` generations.
 
@@ -95,6 +97,33 @@ def impala_rate(mode: str, actors: int, warmup: int, seconds: float) -> float:
         runner.close()
 
 
+def learner_rate(batch: int, seconds: float) -> float:
+    """Steps/s the learner alone consumes: `learn` on `batch` unrolls of T=20 x B=8, and
+    the weights put into the object store, as `RayActorLearner.update` does."""
+    import ray
+    import tensorflow as tf
+
+    from batchrl.algorithms import IMPALA
+    from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate
+    from batchrl.tools.environments import EnvSpaces, make_batch_env
+
+    config = impala_config(1)
+    algo = IMPALA(EnvSpaces(config.env, 8), config)
+    policy = algo.make_behaviour_policy(0)
+    collector = UnrollCollector(make_batch_env(config.env, 8), 0)
+    arrays, _, _ = collector.unroll(policy, 20)
+    collector.close()
+    unrolls = [Unroll(arrays, 0, 0)] * batch
+    learn = tf.function(algo.learn)
+
+    def update():
+        learn(concatenate(unrolls))
+        ray.put([variable.numpy() for variable in algo.behaviour_variables()])
+        return 20 * 8 * batch, None
+
+    return timed(update, 3, seconds)
+
+
 def es_rate(workers: int, warmup: int, seconds: float) -> float:
     from batchrl.algorithms.es import ES
     from batchrl.runners.ray import RayPopulation
@@ -132,7 +161,9 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("impala", "central", "es", "all"), default="all")
+    parser.add_argument(
+        "--part", choices=("impala", "central", "es", "learner", "all"), default="all"
+    )
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=int, default=5)
@@ -169,6 +200,10 @@ def main() -> None:
                     f"{rate / (workers * base):.2f} | {load()}",
                     flush=True,
                 )
+        if args.part in ("learner", "all"):
+            for batch in (2, 8, 32):
+                rate = learner_rate(batch, args.seconds)
+                print(f"learner alone, {batch} unrolls per update: {rate:8.0f} steps/s | {load()}")
     finally:
         ray.shutdown()
 

@@ -2,12 +2,14 @@
 
 import functools
 import logging
+import signal
 import sys
 import time
 
 import numpy as np
 import psutil
 import pytest
+import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
 from batchrl.algorithms.es import ES, GenerationTrainer
@@ -15,6 +17,7 @@ from batchrl.runners import train
 from batchrl.tools import ConfigError, load_run_config
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
+from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
 pytest.importorskip("ray")
 
@@ -45,15 +48,18 @@ def actor_info(handles):
 
     pids = ray.get([handle.pid.remote() for handle in handles], timeout=120)
     nodes = ray.get([handle.node_id.remote() for handle in handles], timeout=120)
+    if hasattr(handles[0], "env_pids"):  # Environment workers count as the actor's.
+        for workers in ray.get([handle.env_pids.remote() for handle in handles], timeout=120):
+            SEEN.update(workers)
     return pids, nodes
 
 
 @pytest.fixture(scope="module")
 def impala(ray_cluster):
-    """IMPALA on CartPole with 2 Ray actors of 2 environments, unrolls of 16 steps."""
+    """IMPALA on CartPole with 2 Ray actors of 2 environments in worker processes, T=16."""
     config = load_run_config(
         "debug_impala",
-        ["env.id=CartPole-v1", "runner.name=ray", "ray.num_actors=2"],
+        ["env.id=CartPole-v1", "env.processes=true", "runner.name=ray", "ray.num_actors=2"],
     )
     algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
     runner = RayActorLearner(
@@ -79,6 +85,7 @@ def update(runner):
 def test_impala_actors_on_two_nodes_train_and_record_policy_lag(impala):
     pids, nodes = actor_info(impala.actors)
     SEEN.update(pids)
+    assert len(SEEN) == 2 + 4  # Two actors, two environment workers each.
     assert len(set(nodes)) == 2  # SPREAD put one actor on each node.
     lags = []
     for _ in range(4):
@@ -122,6 +129,8 @@ def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
     caplog.set_level(logging.WARNING)
     victim = impala.actors[0]
     (pid,), _ = actor_info([victim])
+    workers = ray.get(victim.env_pids.remote(), timeout=60)
+    assert len(workers) == 2
     restarts = impala.restarts
     ray.kill(victim, no_restart=True)
     for _ in range(20):
@@ -136,7 +145,7 @@ def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
     new_pids, _ = actor_info(impala.actors)
     SEEN.update(new_pids)
     assert pid not in new_pids
-    assert not wait_gone([pid])
+    assert not wait_gone([pid, *workers])  # Its environment workers exited with it.
 
 
 def fixed_start_env(config, size, seed):
@@ -194,6 +203,7 @@ def test_without_ray_the_config_fails_at_load_with_the_install_hint(monkeypatch)
         load_run_config("debug_impala", ["runner.name=ray"])
 
 
+@pytest.mark.slow  # Two runs, each starting an actor: 15 to 30 s.
 def test_train_on_ray_records_lag_checkpoints_and_resumes(ray_cluster, tmp_path, event_tags):
     """The train script with runner ray (one actor): summaries, a checkpoint, a resume."""
     overrides = [
@@ -211,3 +221,29 @@ def test_train_on_ray_records_lag_checkpoints_and_resumes(ray_cluster, tmp_path,
     result = train(config, tmp_path, progress=lambda text, **_: messages.append(text))
     assert result["step"] == 256
     assert any("Resumed from" in text and "at step 128" in text for text in messages), messages
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
+    """A run that starts its own Ray (ray.address empty) and 2 actors with environment
+    workers: SIGINT saves a checkpoint, and every process under it (Ray's raylet, GCS,
+    actors, their environment workers) is gone soon after."""
+    logdir = tmp_path / "run"
+    code = TRAIN_IN_PROCESSES.format(
+        logdir=str(logdir),
+        extra=["runner.name=ray", "ray.num_actors=2", "ray.cpus_per_actor=0.5"],
+        preset="debug_impala",
+    )
+    process = run_script(tmp_path, code)
+    try:
+        wait_for_progress(process, 3)
+        children = [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+        assert len(children) >= 2 + 2 * 2  # Ray's own, 2 actors, 2 workers each.
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    assert "SIGINT: saved a checkpoint" in output
+    assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) is not None
+    assert not wait_gone(children, 30), "processes of the run outlived it"
