@@ -247,3 +247,33 @@ def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
     assert "SIGINT: saved a checkpoint" in output
     assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) is not None
     assert not wait_gone(children, 30), "processes of the run outlived it"
+
+
+@pytest.mark.slow  # Two more actors to start: 15 to 30 s.
+def test_central_inference_acts_for_all_actors_with_the_newest_weights(ray_cluster):
+    """ray.inference=central: every update learns from T steps of all actors' environments,
+    acted on in this process with the weights of that update (lag 0)."""
+    config = load_run_config(
+        "debug_impala", ["env.id=CartPole-v1", "runner.name=ray", "ray.inference=central"]
+    )
+    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
+    runner = RayActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        functools.partial(make_behaviour_policy, config),
+        algo,
+        num_actors=2,
+        unroll_length=16,
+        inference="central",
+        timeout=180,
+    )
+    with runner:
+        pids, _ = actor_info(runner.actors)
+        episodes = 0
+        for _ in range(3):
+            steps, stats = runner.update()
+            assert steps == 16 * 2 * 2  # T x (2 actors x B=2).
+            assert stats["policy_lag"] == 0.0
+            episodes += stats["episodes"]
+        assert runner.version == 3
+        assert episodes >= 1  # Episodes end and are counted (CartPole's, of the initial policy).
+    assert not wait_gone(pids)
