@@ -46,10 +46,10 @@ def wait_gone(pids, seconds=20.0):
 def actor_info(handles):
     import ray
 
-    pids = ray.get([handle.pid.remote() for handle in handles], timeout=120)
-    nodes = ray.get([handle.node_id.remote() for handle in handles], timeout=120)
+    pids = ray.get([handle.pid.remote() for handle in handles], timeout=300)
+    nodes = ray.get([handle.node_id.remote() for handle in handles], timeout=300)
     if hasattr(handles[0], "env_pids"):  # Environment workers count as the actor's.
-        for workers in ray.get([handle.env_pids.remote() for handle in handles], timeout=120):
+        for workers in ray.get([handle.env_pids.remote() for handle in handles], timeout=300):
             SEEN.update(workers)
     return pids, nodes
 
@@ -240,7 +240,7 @@ def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
         children = [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
         assert len(children) >= 2 + 2 * 2  # Ray's own, 2 actors, 2 workers each.
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=120)
+        output, _ = process.communicate(timeout=300)
     finally:
         process.kill()
     assert process.returncode == 130, output
