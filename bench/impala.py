@@ -28,12 +28,12 @@ actors.
 from __future__ import annotations
 
 import argparse
-import re
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import solving
 
 from batchrl.runners import train
 from batchrl.tools import load_run_config
@@ -55,42 +55,10 @@ SOLVE_METHODS = {
 }
 
 
-class Solved(Exception):
-    """Raised from the progress hook to stop a run at its first evaluation >= TARGET."""
-
-
 def solve(method: str, seed: int) -> dict:
     preset, overrides = SOLVE_METHODS[method]
-    overrides = overrides + [
-        f"train.seed={seed}",
-        f"train.total_steps={BUDGET}",
-        "train.eval_every=10240",
-        "train.eval_episodes=16",
-        "train.checkpoint_every=1000000",
-    ]
-    config = load_run_config(preset, overrides)
-    record = {"method": method, "seed": seed, "steps": None, "seconds": None, "evals": []}
-
-    def progress(text, final=False):
-        match = re.search(r"step ([\d,]+)/.*eval (-?[\d.]+|nan)", text)
-        if not match or match.group(2) == "nan":
-            return
-        steps, value = int(match.group(1).replace(",", "")), float(match.group(2))
-        if not record["evals"] or record["evals"][-1][0] != steps:
-            record["evals"].append((steps, value))
-        if value >= TARGET:
-            record["steps"], record["seconds"] = steps, time.time() - start
-            raise Solved
-
-    start = time.time()
-    with tempfile.TemporaryDirectory() as logdir:
-        try:
-            train(config, logdir, progress=progress)
-        except Solved:
-            pass
-    record["total_seconds"] = time.time() - start
-    print(_solve_line(record), file=sys.stderr, flush=True)
-    return record
+    overrides = overrides + [f"train.total_steps={BUDGET}", "train.eval_every=10240"]
+    return solving.solve(method, preset, overrides, seed, TARGET)
 
 
 def throughput(name: str, overrides: list[str], steps: int) -> dict:
@@ -119,15 +87,6 @@ def throughput_modes(actors: list[int], num_envs: int) -> list[tuple[str, list[s
     return modes
 
 
-def _solve_line(record: dict) -> str:
-    if record["steps"] is None:
-        return f"{record['method']} seed {record['seed']}: not solved in {BUDGET:,} steps"
-    return (
-        f"{record['method']} seed {record['seed']}: {record['steps']:,} steps, "
-        f"{record['seconds']:.1f} s"
-    )
-
-
 def markdown(solved: list[dict], rates: list[dict]) -> str:
     lines = []
     if solved:
@@ -135,23 +94,8 @@ def markdown(solved: list[dict], rates: list[dict]) -> str:
             f"CartPole-v1, first evaluation >= {TARGET:.0f} (16 deterministic episodes every "
             "10,240 steps), wall-clock of `train()` including tracing and evaluations.",
             "",
-            "| method | seed | steps | seconds |",
-            "|---|---:|---:|---:|",
+            solving.markdown(solved),
         ]
-        for r in solved:
-            steps = f"{r['steps']:,}" if r["steps"] else f"not in {BUDGET:,}"
-            seconds = f"{r['seconds']:.1f}" if r["seconds"] else "—"
-            lines.append(f"| {r['method']} | {r['seed']} | {steps} | {seconds} |")
-        lines += ["", "| method | solved | median steps | median seconds |", "|---|---:|---:|---:|"]
-        for method in dict.fromkeys(r["method"] for r in solved):
-            runs = [r for r in solved if r["method"] == method and r["steps"]]
-            count = sum(r["method"] == method for r in solved)
-            if runs:
-                steps = f"{statistics.median(r['steps'] for r in runs):,.0f}"
-                seconds = f"{statistics.median(r['seconds'] for r in runs):.1f}"
-            else:
-                steps = seconds = "—"
-            lines.append(f"| {method} | {len(runs)}/{count} | {steps} | {seconds} |")
     if rates:
         base = rates[0]["rate"]
         lines += [

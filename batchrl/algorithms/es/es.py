@@ -52,12 +52,17 @@ class Strategy(tf.Module):
         self.m = tf.Variable(tf.zeros([self.size]), trainable=False, name="m")  # [D]
         self.v = tf.Variable(tf.zeros([self.size]), trainable=False, name="v")  # [D]
         self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        self._drawn = _DrawnNoise(self.pairs, self.size)
         self._members = tf.function(self._make_members)
         self._tell = tf.function(self._update)
 
     def ask(self) -> tf.Tensor:
-        """The parameters [2N, D] of the current generation's members."""
-        return self.members(0, 2 * self.pairs)
+        """The parameters [2N, D] of the current generation's members.
+
+        Keeps the generation's noise, which `tell` then reuses instead of drawing it again.
+        """
+        indices = tf.range(2 * self.pairs, dtype=tf.int64)
+        return self._members(indices, tf.identity(self.generation), keep=True)
 
     def members(self, start: int, stop: int, generation: int | None = None) -> tf.Tensor:
         """The parameters [stop - start, D] of members start..stop-1 of `generation`.
@@ -66,7 +71,7 @@ class Strategy(tf.Module):
         """
         generation = int(self.generation) if generation is None else int(generation)
         indices = tf.range(start, stop, dtype=tf.int64)
-        return self._members(indices, tf.constant(generation, tf.int64))
+        return self._members(indices, tf.constant(generation, tf.int64), keep=False)
 
     def tell(self, fitness) -> dict[str, tf.Tensor]:
         """Updates theta from the fitness [2N] of the current generation; returns metrics."""
@@ -75,18 +80,25 @@ class Strategy(tf.Module):
             raise ValueError(f"tell takes the fitness of all {2 * self.pairs} members.")
         return self._tell(fitness)
 
-    def _make_members(self, indices, generation):
-        pairs = indices % self.pairs  # [K]
+    def _make_members(self, indices, generation, keep: bool):
+        pairs, index = tf.unique(indices % self.pairs)  # [K'], [K]: each pair drawn once
         sign = tf.where(indices < self.pairs, 1.0, -1.0)[:, None]  # [K, 1]
-        noise = utility.member_noise(self._seed, generation, pairs, self.size)  # [K, D]
-        return self.theta[None] + self._cfg.sigma * sign * noise  # [K, D]
+        noise = utility.member_noise(self._seed, generation, pairs, self.size)  # [K', D]
+        if keep:  # indices are 0..2N-1, so pairs are 0..N-1 in order
+            self._drawn.noise.assign(noise)
+            self._drawn.generation.assign(generation)
+        return self.theta[None] + self._cfg.sigma * sign * tf.gather(noise, index)  # [K, D]
 
     def _update(self, fitness):
         cfg = self._cfg
         shaped = utility.shape_fitness(fitness, cfg.fitness_shaping)  # [2N]
         plus, minus = tf.split(shaped, 2)  # [N] each
-        noise = utility.member_noise(
-            self._seed, self.generation, tf.range(self.pairs), self.size
+        noise = tf.cond(
+            tf.equal(self._drawn.generation, self.generation),
+            lambda: self._drawn.noise.read_value(),
+            lambda: utility.member_noise(
+                self._seed, self.generation, tf.range(self.pairs), self.size
+            ),
         )  # [N, D]
         gradient = utility.mirrored_gradient(plus, minus, noise, cfg.sigma)  # [D]
         total = utility.coupled_l2(gradient, self.theta, cfg.l2_coeff)  # [D]
@@ -115,6 +127,17 @@ class Strategy(tf.Module):
             "update_ratio": tf.norm(step) / tf.maximum(tf.norm(self.theta), 1e-8),
             "theta_norm": tf.norm(self.theta),
         }
+
+
+class _DrawnNoise(tf.Module):
+    """The noise [N, D] of every pair of the generation `ask` drew last, so that `tell`
+    need not draw it again (`generation` says which; -1 for none).
+    """
+
+    def __init__(self, pairs: int, size: int):
+        super().__init__(name="drawn_noise")
+        self.noise = tf.Variable(tf.zeros([pairs, size]), trainable=False)
+        self.generation = tf.Variable(-1, dtype=tf.int64, trainable=False)
 
 
 class PopulationPolicy(Algorithm):

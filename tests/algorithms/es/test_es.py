@@ -53,6 +53,22 @@ def test_tell_takes_fitness_computed_elsewhere_for_a_slice():
     assert int(strategy.generation) == 1
 
 
+def test_tell_after_ask_equals_tell_alone():
+    """tell reuses the noise ask drew: the same update as a tell that draws it anew (a
+    trainer whose workers asked for slices), and a slice straddling the mirror draws each
+    pair once but gives the same members."""
+    asked = Strategy(tf.zeros([7]), sphere_config(population=5), seed=2)
+    alone = Strategy(tf.zeros([7]), sphere_config(population=5), seed=2)
+    for generation in range(3):
+        whole = asked.ask().numpy()
+        np.testing.assert_array_equal(alone.members(3, 8).numpy(), whole[3:8])
+        fitness = np.random.default_rng(generation).normal(size=10)
+        asked.tell(fitness)
+        alone.tell(fitness)
+        np.testing.assert_array_equal(asked.theta.numpy(), alone.theta.numpy())
+        np.testing.assert_array_equal(asked.m.numpy(), alone.m.numpy())
+
+
 class FixedStartCartPole(CartPole):
     """CartPole whose episodes all start tilted by 0.03 rad: returns depend on the policy only."""
 
