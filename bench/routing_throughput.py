@@ -1,14 +1,15 @@
 """Episodes per second of an ES generation of graph-network routers: one batch vs one at a time.
 
-Batched: the whole population's episodes (2N members, one episode each) run as one XLA
-call of `PopulationEvaluator` over `Routing` in TensorFlow ops, as `geant2_es` trains.
+Batched: the whole population's episodes (2N members, one episode each) run as one call
+of `PopulationEvaluator` (graph mode, and XLA) over `Routing` in TensorFlow ops, as
+`geant2_es` trains.
 One at a time: the published implementation's way, each member plays its episode in the
 Gymnasium `RoutingEnv` (NumPy), the graph network called once per step on one
 observation (a `tf.function`, as a Keras model call would be). Where the time goes: the
 batched call is repeated with SAP in place of the network (environment only), and the
 one-at-a-time loop times the network calls and the environment steps apart.
 
-    python bench/routing_throughput.py --topology geant2 --pairs 64 --sequential 16
+    python bench/routing_throughput.py --topology geant2 --pairs 32 --sequential 8 --repeats 2
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from batchrl.tools.simulate import simulate
 SIZES = {"nsfnet": (25, 20), "geant2": (35, 35)}
 
 
-def batched(net, topology, members, seed, repeats):
+def batched(net, topology, members, seed, repeats, jit_compile):
     env = Routing(members, seed=seed, topology=topology)
     policy = PopulationPolicy(net, env.action_space, members, 1)
-    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
+    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=jit_compile)
     params = tf.stack([net.init_params(seed + m) for m in range(members)])
     start = time.perf_counter()
     evaluator(params)
@@ -101,17 +102,27 @@ def main():
     parser.add_argument("--sequential", type=int, default=16, help="episodes one at a time")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--modes", default="graph,xla", help="batched modes: graph, xla")
     args = parser.parse_args()
     net = GraphPopulation(args.topology, *SIZES[args.topology])
     members = 2 * args.pairs
     print(f"{args.topology}, {net.num_params} parameters; load {os.getloadavg()}", flush=True)
-    compile_time, seconds, length = batched(net, args.topology, members, args.seed, args.repeats)
     env_seconds = environment_only(args.topology, members, args.seed, args.repeats)
+    modes = {"graph": False, "xla": True}
+    rates = {}
+    for mode in args.modes.split(","):
+        compile_time, seconds, length = batched(
+            net, args.topology, members, args.seed, args.repeats, modes[mode]
+        )
+        rates[mode] = members / seconds
+        print(
+            f"batched ({mode}): {members} episodes in {seconds:.2f} s (median of "
+            f"{args.repeats}; first call {compile_time:.1f} s): {rates[mode]:.1f} episodes/s, "
+            f"mean length {length / members:.1f}; load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
     print(
-        f"batched (XLA): {members} episodes in {seconds:.2f} s (median of {args.repeats}; "
-        f"compile {compile_time:.1f} s): {members / seconds:.1f} episodes/s, mean length "
-        f"{length / members:.1f}; the same batch with SAP instead of the network "
-        f"{env_seconds:.3f} s ({100 * env_seconds / seconds:.1f}% of the generation)",
+        f"the same batch with SAP instead of the network (XLA): {env_seconds:.3f} s",
         flush=True,
     )
     total, network, env, length = one_at_a_time(net, args.topology, args.sequential, args.seed)
@@ -121,10 +132,10 @@ def main():
         f"{100 * network / total:.1f}%, environment {100 * env / total:.1f}%",
         flush=True,
     )
-    print(
-        f"ratio batched / one at a time: {(members / seconds) / (args.sequential / total):.1f}x; "
-        f"load {os.getloadavg()}"
-    )
+    sequential = args.sequential / total
+    for mode, rate in rates.items():
+        print(f"ratio batched ({mode}) / one at a time: {rate / sequential:.2f}x")
+    print(f"load {os.getloadavg()}")
 
 
 if __name__ == "__main__":
