@@ -122,3 +122,17 @@ def test_the_config_chooses_the_graph_network_and_checks_its_keys():
     nsfnet_observ = observations(load_topology("nsfnet"), 2)
     with pytest.raises(ValueError, match="size 373, not 213"):
         geant2.apply(geant2.init_params(0)[None], nsfnet_observ[None])
+
+
+def test_ppo_gets_a_graph_actor_and_critic_and_raw_observations():
+    from batchrl.algorithms.ppo import PPO
+
+    config = load_run_config("nsfnet_ppo", ["env.num_envs=2"])
+    batch_env = Routing(2, seed=0, topology="nsfnet")
+    algo = PPO(batch_env, config)
+    assert isinstance(algo.policy, GraphNetwork) and not algo.policy.critic
+    assert isinstance(algo.value, GraphNetwork) and algo.value.critic
+    observ = observations(load_topology("nsfnet"), 2)
+    algo.observ_normalizer.update(observ)
+    np.testing.assert_array_equal(algo.observ_normalizer.normalize(observ), observ)
+    assert algo.act(observ).shape == (2,)

@@ -31,8 +31,8 @@ def train(overrides, generations, episodes):
 def test_es_with_a_small_graph_network_improves_quickly():
     """A small graph network (H = 8, R = 8, T = 2), 16 pairs, Adam 0.02, 6 generations.
 
-    Measured (seed 0, 100 fixed episodes): see the assertion; the untrained policy routes
-    about 8 (a third of SAP's 26.6).
+    Measured (seed 0, 100 fixed episodes, graph mode): 13.25 before, 17.46 after, the same
+    on two runs; with Adam 0.005 the gain was under 3. SAP scores about 26.6.
     """
     small = [
         "network.link_state_size=8",
@@ -42,7 +42,6 @@ def test_es_with_a_small_graph_network_improves_quickly():
         "es.learning_rate=0.02",
     ]
     before, after = train(small, generations=6, episodes=100)
-    print(before, after)
     assert after > before + 3.0, (before, after)
 
 
