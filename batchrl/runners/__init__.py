@@ -1,4 +1,7 @@
-"""How a Trainer's work is spread: local (simulate), threads (actor-learner), and `train`."""
+"""How a Trainer's work is spread: local (simulate), threads (actor-learner), and `train`.
+
+The ray runner (`batchrl.runners.ray`) is imported only when a config chooses it.
+"""
 
 from batchrl.runners.local import LocalTrainer
 from batchrl.runners.threads import ActorLearner, ThreadsTrainer

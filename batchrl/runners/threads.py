@@ -8,14 +8,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
 
 from batchrl.core import Learner, Trainer
+from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate, episode_stats
 from batchrl.tools import summary
-from batchrl.tools.batch_env import BatchEnv, check_finite
+from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.config import ConfigError
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from batchrl.tools.run_config import algorithm_section, check_range
@@ -28,17 +28,6 @@ _PUT_INTERVAL = 0.1
 _GET_INTERVAL = 0.2
 # Seconds `close` waits for an actor thread to finish its current environment step.
 _JOIN_TIMEOUT = 10.0
-
-
-@dataclass
-class Unroll:
-    """T steps of an actor's B environments, time-major, and where they came from."""
-
-    arrays: dict[str, np.ndarray]  # [T, B, ...] each, plus behaviour_log_std [size].
-    actor: int
-    version: int  # The learner version whose weights acted.
-    returns: list[float] = field(default_factory=list)  # Episodes finished in the unroll.
-    lengths: list[int] = field(default_factory=list)
 
 
 class _Weights:
@@ -62,10 +51,9 @@ class _Weights:
 class Actor:
     """A thread that steps its own `BatchEnv` with a copy of the policy.
 
-    Each unroll it loads the newest published weights, takes T batched steps with the
-    behaviour policy, lets the policy complete the arrays (`finish_unroll`), and puts an
-    `Unroll` into the learner's queue. Environments are reset as their episodes end (the
-    final observation is kept as `next_observ`). Any error, such as a dead environment
+    Each unroll it loads the newest published weights, has its `UnrollCollector` (the
+    actor core that Ray actors share) take T batched steps with the behaviour policy, and
+    puts an `Unroll` into the learner's queue. Any error, such as a dead environment
     worker, ends the thread; it is kept in `error` and the environments are closed.
     """
 
@@ -98,11 +86,12 @@ class Actor:
     def _run(self) -> None:
         try:
             self.batch_env = self._make_env()
-            observ = self.batch_env.reset(seed=self._seed).astype(np.float32)
-            size = len(self.batch_env)
-            self._episode_return, self._episode_length = np.zeros(size), np.zeros(size, int)
+            collector = UnrollCollector(self.batch_env, self._seed)
             while not self._stop.is_set():
-                unroll, observ = self._unroll(observ)
+                version, values = self._weights.latest()
+                self._policy.load(values)
+                arrays, returns, lengths = collector.unroll(self._policy, self._unroll_length)
+                unroll = Unroll(arrays, self.index, version, returns, lengths)
                 while not self._stop.is_set():
                     try:
                         self._unrolls.put(unroll, timeout=_PUT_INTERVAL)
@@ -115,44 +104,6 @@ class Actor:
         finally:
             if self.batch_env is not None:
                 self.batch_env.close()
-
-    def _unroll(self, observ):
-        version, values = self._weights.latest()
-        self._policy.load(values)
-        steps, returns, lengths = [], [], []
-        episode_return, episode_length = self._episode_return, self._episode_length
-        for _ in range(self._unroll_length):
-            action, sample, output = self._policy(observ)
-            next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
-            next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
-            check_finite("observation", next_observ, "step")
-            check_finite("reward", reward, "step")
-            steps.append(
-                {
-                    "observ": observ,
-                    "next_observ": next_observ,
-                    "sample": sample,
-                    "output": output,
-                    "reward": reward,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                }
-            )
-            done = terminated | truncated
-            episode_return += reward
-            episode_length += 1
-            observ = next_observ
-            if done.any():
-                ended = np.flatnonzero(done)
-                returns.extend(episode_return[ended].tolist())
-                lengths.extend(episode_length[ended].tolist())
-                episode_return[ended] = 0.0
-                episode_length[ended] = 0
-                observ = observ.copy()  # next_observ keeps the final observations.
-                observ[ended] = self.batch_env.reset(ended)
-        arrays = {key: np.stack([step[key] for step in steps]) for key in steps[0]}
-        arrays = self._policy.finish_unroll(arrays)
-        return Unroll(arrays, self.index, version, returns, lengths), observ
 
 
 class ActorLearner:
@@ -244,7 +195,7 @@ class ActorLearner:
           TimeoutError: no unroll arrived for `unroll_timeout` seconds.
         """
         unrolls = [self.next_unroll() for _ in range(self._batch)]
-        self._learn(_concatenate(unrolls))
+        self._learn(concatenate(unrolls))
         lags = [self.version - unroll.version for unroll in unrolls]
         self.version += 1
         self._weights.publish(self._snapshot())
@@ -252,14 +203,7 @@ class ActorLearner:
         summary.scalar("impala/policy_lag_max", float(np.max(lags)))
         summary.scalar("impala/queue_size", float(self._unrolls.qsize()))
         summary.scalar("impala/actor_restarts", float(self.restarts))
-        returns = [value for unroll in unrolls for value in unroll.returns]
-        lengths = [value for unroll in unrolls for value in unroll.lengths]
-        stats = {
-            "mean_return": float(np.mean(returns)) if returns else float("nan"),
-            "mean_length": float(np.mean(lengths)) if lengths else float("nan"),
-            "episodes": len(returns),
-            "policy_lag": float(np.mean(lags)),
-        }
+        stats = episode_stats(unrolls, lags)
         steps = sum(unroll.arrays["reward"].size for unroll in unrolls)
         return steps, stats
 
@@ -331,25 +275,6 @@ class ActorLearner:
             )
             self.actors[position] = self._make_actor(actor.index)
             self.actors[position].start()
-
-
-def _concatenate(unrolls: list[Unroll]) -> dict[str, tf.Tensor]:
-    """One batch [T, B_1 + ... + B_n, ...] of unrolls, floats as float32.
-
-    `behaviour_log_std` [size] becomes [T, B, size]: each column gets the log standard
-    deviation of the copy that acted in it.
-    """
-    batch = {}
-    for key, value in unrolls[0].arrays.items():
-        if key == "behaviour_log_std":
-            parts = [np.broadcast_to(u.arrays[key], u.arrays["output"].shape) for u in unrolls]
-        else:
-            parts = [unroll.arrays[key] for unroll in unrolls]
-        value = np.concatenate(parts, axis=1)
-        if value.dtype.kind == "f":
-            value = value.astype(np.float32)
-        batch[key] = tf.convert_to_tensor(value)
-    return batch
 
 
 class ThreadsTrainer(Trainer):

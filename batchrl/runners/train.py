@@ -63,6 +63,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     # generation) brings its own environments and trainer for the runner.
     make_batch_env = getattr(algo_cls, "make_batch_env", None) or runner_cls.make_batch_env
     make_trainer = getattr(algo_cls, "make_trainer", None) or runner_cls
+    if getattr(runner_cls, "runs_algorithm_work", False):  # A runner that spreads it (ray).
+        make_batch_env, make_trainer = runner_cls.make_batch_env, runner_cls
     batch_env = eval_env = trainer = None
     try:
         env = config.env

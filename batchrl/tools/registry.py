@@ -96,6 +96,7 @@ RUNNERS = Registry(
     {
         "local": "batchrl.runners.local:LocalTrainer",
         "threads": "batchrl.runners.threads:ThreadsTrainer",
+        "ray": "batchrl.runners.ray:RayTrainer",
     },
 )
 NETWORKS = Registry(

@@ -1,0 +1,31 @@
+"""The ray runner: IMPALA's actors or ES's workers are Ray actors, on one machine or a cluster.
+
+The only package that imports Ray; the registry imports it only for `runner.name: ray`.
+"""
+
+INSTALL_HINT = 'runner.name=ray needs Ray: pip install -e ".[ray]" (or pip install "ray==2.60.0").'
+try:
+    import ray  # noqa: F401
+except ImportError as error:  # Reported at config load, where the registry resolves us.
+    raise ImportError(INSTALL_HINT) from error
+
+from batchrl.runners.ray.actors import EnvActor, connect  # noqa: E402
+from batchrl.runners.ray.impala import RayActorLearner, make_behaviour_policy  # noqa: E402
+from batchrl.runners.ray.population import (  # noqa: E402
+    PopulationWorker,
+    RayPopulation,
+    merge_statistics,
+)
+from batchrl.runners.ray.trainer import RayTrainer  # noqa: E402
+
+__all__ = [
+    "INSTALL_HINT",
+    "EnvActor",
+    "PopulationWorker",
+    "RayActorLearner",
+    "RayPopulation",
+    "RayTrainer",
+    "connect",
+    "make_behaviour_policy",
+    "merge_statistics",
+]

@@ -1,0 +1,167 @@
+"""Ray actors of the ray runner: connecting, an environment actor, replacing dead actors."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+import ray
+import tensorflow as tf
+
+from batchrl.runners.unrolls import UnrollCollector
+
+logger = logging.getLogger("batchrl.runners.ray")
+
+# Seconds one `ray.wait` blocks before the learner checks its deadline.
+_WAIT_INTERVAL = 1.0
+
+
+def connect(cfg, cpus_needed: float) -> bool:
+    """Connects this process to Ray as the `ray` section says, unless it already is.
+
+    Args:
+      cfg: the `ray` section: `address` empty starts Ray on this machine, with as many
+        CPUs as the machine has or `cpus_needed`, whichever is more; else it joins the
+        cluster at `address`.
+      cpus_needed: CPUs the run's actors reserve.
+
+    Returns:
+      Whether this call connected (and so `ray.shutdown` is the caller's to call).
+    """
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if cfg.address:
+        ray.init(address=cfg.address)
+    else:
+        cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False)
+    return True
+
+
+def limit_threads(tf_threads: int) -> None:
+    """TensorFlow's thread pools of an actor, set before its first op (Ray sets none)."""
+    tf.config.threading.set_intra_op_parallelism_threads(tf_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.set_visible_devices([], "GPU")
+
+
+@ray.remote(max_restarts=0)
+class EnvActor:
+    """A Ray actor that owns a batch of environments (an `UnrollCollector`).
+
+    With a behaviour policy (actor-side inference) `unroll` returns whole unrolls; without
+    one (central inference) the learner sends actions to `step`.
+    """
+
+    def __init__(self, make_env, make_policy, seed: int, tf_threads: int):
+        limit_threads(tf_threads)
+        self._collector = UnrollCollector(make_env(), seed)
+        self._policy = None if make_policy is None else make_policy(seed)
+        self._version = None
+
+    def unroll(self, weights, version: int, length: int) -> tuple[dict, list, list, int]:
+        """T steps with the policy holding `weights` (loaded only when `version` is new)."""
+        if version != self._version:
+            self._policy.load(weights)
+            self._version = version
+        return (*self._collector.unroll(self._policy, length), version)
+
+    def observ(self) -> np.ndarray:
+        return self._collector.observ
+
+    def step(self, action) -> tuple[dict, np.ndarray]:
+        """One batched step: the transition, and the observations to act on next."""
+        return self._collector.step(action), self._collector.observ
+
+    def take_episodes(self) -> tuple[list[float], list[int]]:
+        return self._collector.take_episodes()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def env_pids(self) -> list[int]:
+        """The processes of its environment workers (none for in-process environments)."""
+        return [env.pid for env in self._collector.batch_env if hasattr(env, "pid")]
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def close(self) -> None:
+        self._collector.close()
+
+
+class Actors:
+    """Ray actors of one kind, their replacement when they die, and their end.
+
+    Actors are spread over the nodes (Ray's SPREAD strategy). A failed call is logged and
+    its actor replaced, up to `max_restarts` times in all; `close` kills every actor.
+    """
+
+    def __init__(self, make_actor: Callable[[int, int], object], max_restarts: int, timeout):
+        self._make_actor = make_actor
+        self._max_restarts = max_restarts
+        self.timeout = timeout
+        self.restarts = 0
+        self.handles: list = []
+
+    def start(self, count: int) -> None:
+        self.handles = [self._make_actor(index, 0) for index in range(count)]
+
+    def replace(self, index: int, handle, error: BaseException) -> bool:
+        """Replaces actor `index` if `handle` is still it; returns whether it did.
+
+        Raises:
+          RuntimeError: actors failed more than `max_restarts` times.
+        """
+        if self.handles[index] is not handle:
+            return False  # Replaced already, on an earlier failed call.
+        ray.kill(handle, no_restart=True)
+        self.restarts += 1
+        message = str(error).strip().splitlines()
+        if self.restarts > self._max_restarts:
+            raise RuntimeError(
+                f"Ray actor {index} failed, and actors have failed {self.restarts} times in "
+                f"all, more than ray.max_actor_restarts={self._max_restarts}. Its error: "
+                f"{type(error).__name__}: {message[0] if message else ''}"
+            ) from error
+        logger.warning(
+            "Ray actor %d failed (%s: %s); replacing it (restart %d of at most %d).",
+            index,
+            type(error).__name__,
+            message[0] if message else "",
+            self.restarts,
+            self._max_restarts,
+        )
+        self.handles[index] = self._make_actor(index, self.restarts)
+        return True
+
+    def wait(self, refs: list, what: str, deadline: float) -> list:
+        """The refs of `refs` that are ready, waiting until at least one is.
+
+        Raises:
+          TimeoutError: none was ready by `deadline`; names `what` is awaited.
+        """
+        while True:
+            ready, _ = ray.wait(refs, num_returns=1, timeout=_WAIT_INTERVAL)
+            if ready:
+                return ready
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"No result from Ray actors for {self.timeout:.0f} s (ray.timeout) while "
+                    f"waiting for {what}; restarts so far: {self.restarts}. Are the actors "
+                    "pending for want of CPUs (ray.cpus_per_actor), or a node lost?"
+                )
+
+    def close(self) -> None:
+        """Kills the actors; their environment workers exit with them."""
+        for handle in self.handles:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception as error:  # noqa: BLE001  # One that is gone already is fine.
+                logger.debug("ray.kill: %s", error)
+        self.handles = []

@@ -1,0 +1,218 @@
+"""ES over Ray: workers evaluate slices of the population; the trainer tells."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+import ray
+
+from batchrl.runners.ray.actors import Actors, limit_threads
+from batchrl.tools import summary
+from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.run_config import algorithm_class
+
+
+@ray.remote(max_restarts=0)
+class PopulationWorker:
+    """A Ray actor that evaluates slices of ES's population, batched in one graph call.
+
+    It builds the algorithm from the config (`algorithm_class(config)`), and for each
+    call takes theta and the observation statistics of the generation, regenerates the
+    members' noise from (seed, generation, member) and runs their first episodes in its
+    own environments, as `GenerationTrainer` does for the whole population.
+    """
+
+    def __init__(self, config, make_env, seed: int, env_seed: int, tf_threads: int):
+        limit_threads(tf_threads)
+        self._config = config
+        self._make_env = make_env
+        self._env_seed = env_seed
+        self._algo = algorithm_class(config)(make_env(config, 1, env_seed), config, seed=seed)
+        # Action noise of its own: workers built alike would otherwise draw the same.
+        self._algo._rng.reset_from_seed(env_seed)
+        self._evaluators = {}
+
+    def evaluate(self, theta, statistics, generation: int, start: int, stop: int):
+        """Fitness [stop - start] of members start..stop-1, the episode statistics, and the
+        observation statistics after the slice's observations were merged in."""
+        algo = self._algo
+        algo.strategy.theta.assign(theta)
+        normalizer = algo.observ_normalizer
+        if normalizer is not None:
+            for variable, value in zip(normalizer.variables, statistics, strict=True):
+                variable.assign(value)
+        size = (stop - start) * self._config.es.episodes_per_member
+        if size not in self._evaluators:
+            env = self._make_env(self._config, size, self._env_seed)
+            self._evaluators[size] = algo.make_evaluator(env, training=True)
+        fitness, stats = self._evaluators[size](algo.strategy.members(start, stop, generation))
+        after = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
+        return fitness.numpy(), {key: value.numpy() for key, value in stats.items()}, after
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def _make_es_env(config, size: int, seed: int):
+    return make_in_graph_env(config.env, size, seed)
+
+
+class RayPopulation:
+    """ES generations with Ray workers: ask, evaluate slices remotely, gather, tell.
+
+    The 2N members are split into `num_workers` contiguous slices; worker i evaluates
+    slice i of every generation (`PopulationWorker.evaluate`) from theta, which is put
+    into the object store once per generation. The fitness is gathered in member order,
+    shaped and told here (`Strategy.tell`), so with the same seed the parameters are
+    those of single-process ES whenever the members' episodes are the same (the
+    environments' initial states and the action noise are the workers' own). The
+    observation statistics each worker gathered are merged into the algorithm's.
+
+    A worker that fails is logged and replaced, and its slice evaluated again by the
+    replacement, up to `max_actor_restarts` times.
+    """
+
+    def __init__(
+        self,
+        config,
+        algo,
+        num_workers: int,
+        cpus_per_actor: float = 1.0,
+        tf_threads: int = 1,
+        max_actor_restarts: int = 10,
+        seed: int = 0,
+        timeout: float = 300.0,
+        make_env: Callable = _make_es_env,
+    ):
+        """Starts the workers; Ray must be connected (`connect`).
+
+        Args:
+          config: the run's config (the workers build their ES from it).
+          algo: the `ES` that holds theta and learns.
+          num_workers: Ray actors, at most 2N.
+          cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`.
+          seed: the seed of the algorithm (theta's noise), as `train.seed`.
+          make_env: `(config, size, seed)` -> the in-graph environments of a slice.
+        """
+        self._algo = algo
+        members = 2 * algo.strategy.pairs
+        if not 1 <= num_workers <= members:
+            raise ValueError(f"{num_workers} workers for {members} members: use 1 to {members}.")
+        bounds = np.linspace(0, members, num_workers + 1).round().astype(int)
+        self.slices = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+        def make_worker(index: int, restarts: int):
+            env_seed = seed + 1000 * (index + 1) + 100_000 * restarts
+            options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
+            return PopulationWorker.options(**options).remote(
+                config, make_env, seed, env_seed, tf_threads
+            )
+
+        self._workers = Actors(make_worker, max_actor_restarts, timeout)
+        try:
+            self._workers.start(num_workers)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> RayPopulation:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def workers(self) -> list:
+        return self._workers.handles
+
+    @property
+    def restarts(self) -> int:
+        return self._workers.restarts
+
+    def step(self) -> tuple[int, dict]:
+        """One generation; returns its environment steps and episode statistics."""
+        strategy, normalizer = self._algo.strategy, self._algo.observ_normalizer
+        generation = int(strategy.generation)
+        before = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
+        theta = ray.put(strategy.theta.numpy())
+        statistics = ray.put(before)
+        calls = {}  # ObjectRef -> (worker index, handle)
+
+        def send(index: int) -> None:
+            handle = self._workers.handles[index]
+            start, stop = self.slices[index]
+            calls[handle.evaluate.remote(theta, statistics, generation, start, stop)] = (
+                index,
+                handle,
+            )
+
+        for index in range(len(self.slices)):
+            send(index)
+        results = {}
+        deadline = time.monotonic() + self._workers.timeout
+        while calls:
+            for ref in self._workers.wait(list(calls), f"generation {generation}", deadline):
+                index, handle = calls.pop(ref)
+                try:
+                    results[index] = ray.get(ref)
+                except ray.exceptions.RayError as error:
+                    self._workers.replace(index, handle, error)
+                    send(index)
+        ordered = [results[index] for index in range(len(self.slices))]
+        fitness = np.concatenate([result[0] for result in ordered])
+        if normalizer is not None:
+            merged = merge_statistics(before, [result[2] for result in ordered])
+            for variable, value in zip(normalizer.variables, merged, strict=True):
+                variable.assign(value)
+        for name, value in strategy.tell(fitness).items():
+            summary.scalar(f"es/{name}", value)
+        return _population_stats([result[1] for result in ordered])
+
+    def close(self) -> None:
+        self._workers.close()
+
+
+def merge_statistics(before: list, after: list[list]) -> list[np.ndarray]:
+    """Running statistics with each worker's new observations merged in.
+
+    `before` and each of `after` are the values of a `StreamingNormalizer`'s variables
+    (count n, M2, mean, in `variables` order). Worker k started from `before` and merged
+    its observations in, ending at `after[k]`; its observations alone had
+
+        n_k = n'_k - n,   mean_k = (n'_k mean'_k - n mean) / n_k,
+        M2_k = M2'_k - M2 - (mean_k - mean)^2 n n_k / n'_k,
+
+    and these are merged into `before` one after another with the parallel algorithm
+    of Chan, Golub and LeVeque (1979), as `StreamingNormalizer.update` merges a batch.
+    """
+    count, m2, mean = (np.asarray(value, np.float64) for value in before)
+    total_count, total_m2, total_mean = count, m2, mean
+    for worker_count, worker_m2, worker_mean in after:
+        n_k = worker_count - count
+        if n_k <= 0:
+            continue
+        mean_k = (worker_count * worker_mean - count * mean) / n_k
+        m2_k = worker_m2 - m2 - np.square(mean_k - mean) * count * n_k / worker_count
+        merged = total_count + n_k
+        delta = mean_k - total_mean
+        total_mean = total_mean + delta * n_k / merged
+        total_m2 = total_m2 + m2_k + np.square(delta) * total_count * n_k / merged
+        total_count = merged
+    return [np.asarray(total_count), total_m2, total_mean]
+
+
+def _population_stats(parts: list[dict]) -> tuple[int, dict]:
+    episodes = np.array([float(part["episodes"]) for part in parts])
+    weights = episodes / max(episodes.sum(), 1.0)
+    stats = {
+        "episodes": int(episodes.sum()),
+        "mean_return": float(sum(w * float(p["mean_return"]) for w, p in zip(weights, parts))),
+        "mean_length": float(sum(w * float(p["mean_length"]) for w, p in zip(weights, parts))),
+    }
+    return int(sum(int(part["steps"]) for part in parts)), stats

@@ -1,0 +1,154 @@
+"""Runner `ray`: `RayTrainer`, which a config's `runner.name: ray` chooses."""
+
+from __future__ import annotations
+
+import functools
+
+import ray
+
+from batchrl.core import Learner, Trainer
+from batchrl.runners.ray.actors import connect
+from batchrl.runners.ray.impala import INFERENCE, RayActorLearner, make_behaviour_policy
+from batchrl.runners.ray.population import RayPopulation
+from batchrl.tools.config import ConfigError, check_choice
+from batchrl.tools.environments import EnvSpaces, make_batch_env, make_in_graph_env
+from batchrl.tools.run_config import algorithm_class, algorithm_section, check_range
+
+
+def _is_population(algo_cls) -> bool:
+    return hasattr(algo_cls, "evaluate_members") and hasattr(algo_cls, "make_evaluator")
+
+
+class RayTrainer(Trainer):
+    """Runner `ray`: IMPALA's actors (`RayActorLearner`) or ES's workers (`RayPopulation`).
+
+    Reads the `ray` section. It starts Ray on this machine for the run when `ray.address`
+    is empty (and stops it at `close`), or joins the cluster at `ray.address`; in a
+    process already connected to Ray it uses that connection. Every `step` is one
+    learner update (IMPALA) or one generation (ES). The algorithm, its checkpoints and
+    evaluation stay in this process, so checkpoints and resume are those of the other
+    runners.
+    """
+
+    # The train script takes this runner's environments and trainer even for an algorithm
+    # that brings its own (ES): spreading its work is what this runner is for.
+    runs_algorithm_work = True
+
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError when the `ray` section or the algorithm cannot run on Ray."""
+        cfg = config.ray
+        check_choice("ray.inference", cfg.inference, INFERENCE)
+        check_range(
+            cfg,
+            "ray",
+            {
+                "num_actors": (lambda x: x >= 1, ">= 1"),
+                "cpus_per_actor": (lambda x: x > 0, "> 0"),
+                "tf_threads": (lambda x: x >= 1, ">= 1"),
+                "learner_batch": (lambda x: x >= 1, ">= 1"),
+                "requests_per_actor": (lambda x: x in (1, 2), "1 or 2"),
+                "max_actor_restarts": (lambda x: x >= 0, ">= 0"),
+                "timeout": (lambda x: x > 0, "> 0 seconds"),
+            },
+        )
+        address = cfg.address
+        host, _, port = address.rpartition(":")
+        if address not in ("", "auto") and not (host and port.isdigit()):
+            raise ConfigError(
+                f"Invalid ray.address={address!r}; it must be empty (start Ray on this "
+                "machine), 'auto' (the cluster this machine's `ray start` joined) or "
+                "host:port of a cluster's head (e.g. 10.0.0.1:6379)."
+            )
+        name = config.algorithm.name
+        if _is_population(algo_cls):
+            members = 2 * config[algorithm_section(config)].population
+            if cfg.num_actors > members:
+                raise ConfigError(
+                    f"Invalid ray.num_actors={cfg.num_actors}; ES's {members} members give "
+                    f"work to at most {members} workers."
+                )
+            return
+        if getattr(algo_cls, "make_behaviour_policy", None) in (
+            None,
+            Learner.make_behaviour_policy,
+        ):
+            raise ConfigError(
+                f"runner.name='ray' runs an algorithm with a behaviour policy for its actors "
+                f"(a Learner, as impala) or a population (es); algorithm.name={name!r} is "
+                "neither. Use runner.name='local'."
+            )
+        if "unroll_length" not in config[algorithm_section(config)]:
+            raise ConfigError(
+                f"runner.name='ray' reads unroll_length from the {name!r} section, which has none."
+            )
+        if config.env.backend != "gymnasium" or config.train.jit_compile:
+            raise ConfigError(
+                "runner.name='ray' steps Gymnasium environments in Ray actors for "
+                f"{name!r}: it needs env.backend='gymnasium' and train.jit_compile=false."
+            )
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """What the algorithm is built with here; the actors step environments of their own.
+
+        IMPALA gets the spaces only. ES gets its own training environments when they are
+        TensorFlow ops (cheap, and their state is checkpointed, so a run can resume with
+        another runner); with Gymnasium's it gets one environment, for the spaces.
+        """
+        algo_cls = algorithm_class(config)
+        if not _is_population(algo_cls):
+            return EnvSpaces(config.env, config.env.num_envs)
+        if config.env.backend == "tensorflow":
+            return algo_cls.make_batch_env(config, seed)
+        return make_in_graph_env(config.env, 1, seed)
+
+    def __init__(self, config, algo, batch_env=None, seed: int = 0):
+        del batch_env  # The actors build their own.
+        cfg = config.ray
+        self._runner = None
+        self._connected = connect(cfg, cfg.num_actors * cfg.cpus_per_actor)
+        common = dict(
+            cpus_per_actor=cfg.cpus_per_actor,
+            tf_threads=cfg.tf_threads,
+            max_actor_restarts=cfg.max_actor_restarts,
+            timeout=cfg.timeout,
+        )
+        try:
+            if _is_population(type(algo)):
+                self._runner = RayPopulation(
+                    config, algo, cfg.num_actors, seed=config.train.seed, **common
+                )
+            else:
+                self._runner = RayActorLearner(
+                    functools.partial(make_batch_env, config.env, config.env.num_envs),
+                    functools.partial(make_behaviour_policy, config),
+                    algo,
+                    num_actors=cfg.num_actors,
+                    unroll_length=config[algorithm_section(config)].unroll_length,
+                    learner_batch=cfg.learner_batch,
+                    requests_per_actor=cfg.requests_per_actor,
+                    inference=cfg.inference,
+                    seed=seed,
+                    **common,
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def runner(self) -> RayActorLearner | RayPopulation:
+        return self._runner
+
+    def step(self) -> tuple[int, dict]:
+        if isinstance(self._runner, RayPopulation):
+            return self._runner.step()
+        return self._runner.update()
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if self._connected:
+            ray.shutdown()
+            self._connected = False

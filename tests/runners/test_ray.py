@@ -1,0 +1,279 @@
+"""The ray runner on a real two-node loopback cluster: IMPALA actors, ES workers, faults."""
+
+import functools
+import logging
+import signal
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+import tensorflow as tf
+
+from batchrl.algorithms import IMPALA
+from batchrl.algorithms.es import ES, GenerationTrainer
+from batchrl.runners import train
+from batchrl.tools import ConfigError, load_run_config
+from batchrl.tools.environments import EnvSpaces, make_batch_env
+from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
+from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
+
+pytest.importorskip("ray")
+
+from batchrl.runners.ray import (  # noqa: E402
+    RayActorLearner,
+    RayPopulation,
+    make_behaviour_policy,
+    merge_statistics,
+)
+
+# The processes of every IMPALA actor the tests saw, checked to be gone after close.
+SEEN = set()
+
+
+def quiet(*_, **__):
+    pass
+
+
+def wait_gone(pids, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while [pid for pid in pids if psutil.pid_exists(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [pid for pid in pids if psutil.pid_exists(pid)]
+
+
+def actor_info(handles):
+    import ray
+
+    pids = ray.get([handle.pid.remote() for handle in handles], timeout=120)
+    nodes = ray.get([handle.node_id.remote() for handle in handles], timeout=120)
+    if hasattr(handles[0], "env_pids"):  # Environment workers count as the actor's.
+        for workers in ray.get([handle.env_pids.remote() for handle in handles], timeout=120):
+            SEEN.update(workers)
+    return pids, nodes
+
+
+@pytest.fixture(scope="module")
+def impala(ray_cluster):
+    """IMPALA on CartPole with 2 Ray actors of 2 environments in worker processes, T=16."""
+    config = load_run_config(
+        "debug_impala",
+        ["env.id=CartPole-v1", "env.processes=true", "runner.name=ray", "ray.num_actors=2"],
+    )
+    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
+    runner = RayActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        functools.partial(make_behaviour_policy, config),
+        algo,
+        num_actors=2,
+        unroll_length=16,
+        learner_batch=2,
+        requests_per_actor=2,
+        timeout=180,
+    )
+    with runner:
+        yield runner
+    assert SEEN
+    assert not wait_gone(SEEN), "actor processes outlived close()"
+
+
+def update(runner):
+    return runner.update()
+
+
+def test_impala_actors_on_two_nodes_train_and_record_policy_lag(impala):
+    pids, nodes = actor_info(impala.actors)
+    SEEN.update(pids)
+    assert len(SEEN) == 2 + 4  # Two actors, two environment workers each.
+    assert len(set(nodes)) == 2  # SPREAD put one actor on each node.
+    lags = []
+    for _ in range(4):
+        steps, stats = update(impala)
+        assert steps == 2 * 16 * 2  # learner_batch unrolls of T=16 x B=2.
+        lags.append(stats["policy_lag"])
+    assert impala.version == 4
+    assert lags[0] == 0.0  # The first unrolls acted with the initial weights.
+    # Two requests in flight: the second carries the weights of the version before.
+    assert max(lags) >= 0.5, lags
+
+
+def test_removing_a_node_replaces_its_actor(impala, ray_cluster, caplog):
+    caplog.set_level(logging.WARNING)
+    pids, nodes = actor_info(impala.actors)
+    SEEN.update(pids)
+    worker_node = ray_cluster.worker.node_id
+    lost = [index for index, node in enumerate(nodes) if node == worker_node]
+    assert len(lost) == 1, nodes
+    restarts = impala.restarts
+    ray_cluster.cluster.remove_node(ray_cluster.worker)
+    try:
+        for _ in range(100):
+            update(impala)
+            if impala.restarts > restarts:
+                break
+        assert impala.restarts == restarts + 1
+        assert f"Ray actor {lost[0]} failed" in caplog.text
+        for _ in range(2):
+            update(impala)
+        new_pids, new_nodes = actor_info(impala.actors)
+        SEEN.update(new_pids)
+        assert worker_node not in new_nodes
+    finally:  # The tests after this one want two nodes again.
+        ray_cluster.worker = ray_cluster.cluster.add_node(num_cpus=2)
+
+
+def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
+    import ray
+
+    caplog.set_level(logging.WARNING)
+    victim = impala.actors[0]
+    (pid,), _ = actor_info([victim])
+    workers = ray.get(victim.env_pids.remote(), timeout=60)
+    assert len(workers) == 2
+    restarts = impala.restarts
+    ray.kill(victim, no_restart=True)
+    for _ in range(20):
+        update(impala)
+        if impala.restarts > restarts:
+            break
+    assert impala.restarts == restarts + 1
+    assert impala.actors[0] is not victim
+    assert "Ray actor 0 failed (ActorDiedError" in caplog.text
+    for _ in range(2):  # Training carries on with the new actor.
+        update(impala)
+    new_pids, _ = actor_info(impala.actors)
+    SEEN.update(new_pids)
+    assert pid not in new_pids
+    assert not wait_gone([pid, *workers])  # Its environment workers exited with it.
+
+
+def fixed_start_env(config, size, seed):
+    del config, seed
+    return FixedStartCartPole(size)
+
+
+def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
+    """Two workers on two nodes, 3 generations: theta and Adam's moments are exactly those of
+    `GenerationTrainer` in this process for the same seed and population.
+
+    FixedStartCartPole, so that the members' episodes do not depend on which environments
+    run them; no observation statistics, which a generation in one batch also gathers
+    from environments whose first episode ended while others still run."""
+    overrides = [*SMALL, "runner.name=ray", "ray.num_actors=2", "es.normalize_observ=false"]
+    config = load_run_config("cartpole_es", overrides)
+    local = ES(FixedStartCartPole(16), config, seed=0)
+    trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
+    remote = ES(FixedStartCartPole(1), config, seed=0)
+    with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=180) as population:
+        assert population.slices == [(0, 4), (4, 8)]
+        _, nodes = actor_info(population.workers)
+        assert len(set(nodes)) == 2
+        pids, _ = actor_info(population.workers)
+        for _ in range(3):
+            local_steps, local_stats = trainer.step()
+            steps, stats = population.step()
+            assert steps == local_steps
+            assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
+    assert int(remote.strategy.generation) == 3
+    for name in ("theta", "m", "v"):
+        np.testing.assert_array_equal(
+            getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
+        )
+    assert not wait_gone(pids)
+
+
+def test_merge_statistics_equals_the_statistics_of_all_observations():
+    """Worker k started from the statistics of `base` and added its own batch."""
+    rng = np.random.default_rng(0)
+    base, *batches = [rng.normal(k, 1 + k, size=(n, 3)) for k, n in enumerate((5, 7, 4))]
+
+    def stats(values):  # (count, M2, mean), the order of StreamingNormalizer.variables.
+        return [np.asarray(float(len(values))), values.var(0) * len(values), values.mean(0)]
+
+    merged = merge_statistics(stats(base), [stats(np.concatenate([base, b])) for b in batches])
+    for got, want in zip(merged, stats(np.concatenate([base, *batches]))):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_without_ray_the_config_fails_at_load_with_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError.
+    monkeypatch.delitem(sys.modules, "batchrl.runners.ray", raising=False)
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[ray\]"'):
+        load_run_config("debug_impala", ["runner.name=ray"])
+
+
+@pytest.mark.slow  # Two runs, each starting an actor: 15 to 30 s.
+def test_train_on_ray_records_lag_checkpoints_and_resumes(ray_cluster, tmp_path, event_tags):
+    """The train script with runner ray (one actor): summaries, a checkpoint, a resume."""
+    overrides = [
+        "env.id=CartPole-v1",
+        "runner.name=ray",
+        "ray.num_actors=1",
+        "train.eval_every=0",
+        "train.checkpoint_every=64",
+    ]
+    config = load_run_config("debug_impala", [*overrides, "train.total_steps=128"])
+    assert train(config, tmp_path, progress=quiet)["step"] == 128  # 2 updates of 2 x 16 x 2.
+    assert {"impala/policy_lag", "impala/actor_restarts"} <= event_tags(tmp_path / "train")
+    messages = []
+    config = load_run_config("debug_impala", [*overrides, "train.total_steps=256"])
+    result = train(config, tmp_path, progress=lambda text, **_: messages.append(text))
+    assert result["step"] == 256
+    assert any("Resumed from" in text and "at step 128" in text for text in messages), messages
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
+    """A run that starts its own Ray (ray.address empty) and 2 actors with environment
+    workers: SIGINT saves a checkpoint, and every process under it (Ray's raylet, GCS,
+    actors, their environment workers) is gone soon after."""
+    logdir = tmp_path / "run"
+    code = TRAIN_IN_PROCESSES.format(
+        logdir=str(logdir),
+        extra=["runner.name=ray", "ray.num_actors=2", "ray.cpus_per_actor=0.5"],
+        preset="debug_impala",
+    )
+    process = run_script(tmp_path, code)
+    try:
+        wait_for_progress(process, 3)
+        children = [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+        assert len(children) >= 2 + 2 * 2  # Ray's own, 2 actors, 2 workers each.
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    assert "SIGINT: saved a checkpoint" in output
+    assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) is not None
+    assert not wait_gone(children, 30), "processes of the run outlived it"
+
+
+@pytest.mark.slow  # Two more actors to start: 15 to 30 s.
+def test_central_inference_acts_for_all_actors_with_the_newest_weights(ray_cluster):
+    """ray.inference=central: every update learns from T steps of all actors' environments,
+    acted on in this process with the weights of that update (lag 0)."""
+    config = load_run_config(
+        "debug_impala", ["env.id=CartPole-v1", "runner.name=ray", "ray.inference=central"]
+    )
+    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
+    runner = RayActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        functools.partial(make_behaviour_policy, config),
+        algo,
+        num_actors=2,
+        unroll_length=16,
+        inference="central",
+        timeout=180,
+    )
+    with runner:
+        pids, _ = actor_info(runner.actors)
+        episodes = 0
+        for _ in range(3):
+            steps, stats = runner.update()
+            assert steps == 16 * 2 * 2  # T x (2 actors x B=2).
+            assert stats["policy_lag"] == 0.0
+            episodes += stats["episodes"]
+        assert runner.version == 3
+        assert episodes >= 1  # Episodes end and are counted (CartPole's, of the initial policy).
+    assert not wait_gone(pids)
