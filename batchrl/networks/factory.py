@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from batchrl.networks.mlp import MLP
+from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import RecurrentNetwork
+from batchrl.tools.config import ConfigError
 from batchrl.tools.registry import NETWORKS
 
 
@@ -21,6 +23,84 @@ def make_recurrent(network, layers: Sequence[int], output: int, output_gain: flo
     return RecurrentNetwork(
         network.name, network.recurrent_units, layers, output, network.activation, output_gain, name
     )
+
+
+def make_graph(network, layers: Sequence[int], output: int, output_gain: float, name: str):
+    """A `GraphNetwork` on `network.topology`: the actor if `output` is K, else the critic.
+
+    `layers` are unused: the graph network's sizes are `network.link_state_size`,
+    `network.readout_units` and `network.message_passing_steps`.
+    """
+    from batchrl.networks.graph import GraphNetwork
+
+    del layers
+    topology = _graph_topology(network)
+    if output not in (1, topology.k):
+        raise ConfigError(
+            f"network.name=graph outputs K = {topology.k} path scores (the policy) or one "
+            f"value (the critic), not {output}: is the environment a routing one?"
+        )
+    return GraphNetwork(
+        topology,
+        critic=output == 1 and topology.k != 1,
+        link_state_size=network.link_state_size,
+        readout_units=network.readout_units,
+        message_passing_steps=network.message_passing_steps,
+        output_gain=output_gain,
+        name=name,
+    )
+
+
+def make_population_network(network, observ_size: int, output: int) -> PopulationNetwork:
+    """The batched-parameters network ES evaluates a population with.
+
+    `network.name` feedforward gives a `PopulationMLP` of `network.policy_layers`; graph
+    gives a `GraphPopulation` on `network.topology`.
+
+    Raises:
+      ConfigError: `network.name` has no population form.
+    """
+    if network.name == "feedforward":
+        return PopulationMLP(observ_size, network.policy_layers, output, network.activation)
+    if network.name == "graph":
+        from batchrl.networks.graph import GraphPopulation
+
+        return GraphPopulation(
+            _graph_topology(network),
+            network.link_state_size,
+            network.readout_units,
+            network.message_passing_steps,
+        )
+    raise ConfigError(
+        f"network.name={network.name!r} has no population form for ES; valid choices are "
+        f"{list(POPULATION_NETWORKS)}."
+    )
+
+
+POPULATION_NETWORKS = ("feedforward", "graph")
+
+
+def check_graph_config(network) -> None:
+    """Raises ConfigError on a `network` section graph cannot build (without building it)."""
+    if not network.topology:
+        _graph_topology(network)
+    for key, least in (("link_state_size", 4), ("readout_units", 1), ("message_passing_steps", 1)):
+        if network[key] < least:
+            raise ConfigError(f"Invalid network.{key}={network[key]}; valid values are >= {least}.")
+
+
+def _graph_topology(network):
+    from batchrl.envs.routing import load_topology
+
+    if not network.topology:
+        raise ConfigError(
+            "network.name=graph needs network.topology: nsfnet, geant2 or the path of a "
+            "topology JSON file (the environment's topology)."
+        )
+    try:
+        return load_topology(network.topology)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"network.topology={network.topology!r}: {error}") from None
 
 
 def make_network(

@@ -106,6 +106,7 @@ NETWORKS = Registry(
         "feedforward": "batchrl.networks.factory:make_feedforward",
         "gru": "batchrl.networks.factory:make_recurrent",
         "lstm": "batchrl.networks.factory:make_recurrent",
+        "graph": "batchrl.networks.factory:make_graph",
     },
 )
 # Environments written in TensorFlow ops (env.backend: tensorflow), by Gymnasium id.

@@ -7,7 +7,12 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import utility
 from batchrl.core import Algorithm, Policy, Trainer
-from batchrl.networks import PopulationMLP, PopulationNetwork, action_size, to_action
+from batchrl.networks import PopulationNetwork, action_size, to_action
+from batchrl.networks.factory import (
+    POPULATION_NETWORKS,
+    check_graph_config,
+    make_population_network,
+)
 from batchrl.tools import summary
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.environments import make_in_graph_env
@@ -326,11 +331,18 @@ class ES(Algorithm, Policy):
                 "max_episode_steps": (lambda x: x >= 1, ">= 1"),
             },
         )
-        if config.network.name != "feedforward" or config.network.conv_filters:
+        check_choice("network.name", config.network.name, POPULATION_NETWORKS)
+        if config.network.conv_filters:
             raise ConfigError(
-                f"network.name={config.network.name!r} with conv_filters="
-                f"{list(config.network.conv_filters)}: ES's population policy is an MLP on "
-                "vector observations (network.name=feedforward, conv_filters: [])."
+                f"network.conv_filters={list(config.network.conv_filters)}: ES's population "
+                "networks take vector observations (conv_filters: [])."
+            )
+        if config.network.name == "graph":
+            check_graph_config(config.network)
+        if config.network.name == "graph" and cfg.normalize_observ:
+            raise ConfigError(
+                "es.normalize_observ=true with network.name=graph: the graph network reads "
+                "raw capacities and demands from the observation (es.normalize_observ: false)."
             )
 
     @classmethod
@@ -361,11 +373,8 @@ class ES(Algorithm, Policy):
         self._observ_shape = tuple(batch_env.observation_space.shape)
         self._action_space = batch_env.action_space
         network = config.network
-        self.network = PopulationMLP(
-            int(np.prod(self._observ_shape)),
-            network.policy_layers,
-            action_size(self._action_space),
-            network.activation,
+        self.network = make_population_network(
+            network, int(np.prod(self._observ_shape)), action_size(self._action_space)
         )
         self.strategy = Strategy(self.network.init_params(seed), cfg, seed)
         self.observ_normalizer = None

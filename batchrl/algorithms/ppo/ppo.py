@@ -129,8 +129,13 @@ class PPO(Algorithm, Learner, Policy):
         self._observ_shape = tuple(batch_env.observation_space.shape)
         self._rng = tf.random.Generator.from_seed(seed)
 
+        normalize = cfg.normalize_observ  # Off, the normalizer passes observations through.
         self.observ_normalizer = StreamingNormalizer(
-            self._observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
+            self._observ_shape,
+            center=normalize,
+            scale=normalize,
+            clip=cfg.observ_clip if normalize else 0.0,
+            name="observ",
         )
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
@@ -140,7 +145,10 @@ class PPO(Algorithm, Learner, Policy):
         self._discounted_return = self.reward_scaler.discounted_return
         self.head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
         self.policy = make_network(network, network.policy_layers, self.head.size, 0.01, "policy")
-        self.value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
+        if self.recurrent:
+            self.value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
+        else:  # An MLP for feedforward; the critic graph network for graph.
+            self.value = make_network(network, network.value_layers, 1, 1.0, "value")
         dummy = tf.zeros((1,) + self._observ_shape)
         if self.recurrent:
             self.policy(dummy, self.policy.initial_state(1))

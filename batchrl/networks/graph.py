@@ -1,0 +1,269 @@
+"""The message-passing graph network of the routing paper, for PPO and for ES populations."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.envs.routing.observation import DEMANDS, split_observ
+from batchrl.envs.routing.topology import Topology, load_topology
+from batchrl.networks.population import PopulationNetwork
+
+FEATURES = 1 + len(DEMANDS)  # capacity / capacity, one-hot of the demand on the path
+
+
+def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, tuple]]:
+    """The weights in the order of the reference's `model.get_weights()`.
+
+    Message kernel [2H, H] and bias [H]; GRU kernel [H, 3H], recurrent kernel [H, 3H]
+    and bias [2, 3H] (Keras, reset_after, gates [z | r | h]); readout kernels and biases
+    [H, R], [R], [R, R], [R], [R, 1], [1].
+    """
+    h, r = int(link_state_size), int(readout_units)
+    return [
+        ("message_kernel", (2 * h, h)),
+        ("message_bias", (h,)),
+        ("gru_kernel", (h, 3 * h)),
+        ("gru_recurrent_kernel", (h, 3 * h)),
+        ("gru_bias", (2, 3 * h)),
+        ("readout1_kernel", (h, r)),
+        ("readout1_bias", (r,)),
+        ("readout2_kernel", (r, r)),
+        ("readout2_bias", (r,)),
+        ("readout3_kernel", (r, 1)),
+        ("readout3_bias", (1,)),
+    ]
+
+
+def initial_weights(link_state_size: int, readout_units: int, seed: int, output_gain: float):
+    """Weights {name: float32 array} initialized as the reference initializes them.
+
+    Orthogonal with gain sqrt(2) for the message and hidden readout kernels,
+    `output_gain` for the last readout kernel (reference: sqrt(0.01) for the actor, 1 for
+    the critic), Glorot-uniform GRU kernel, orthogonal recurrent kernel, zero biases.
+    """
+    weights = {}
+    for index, (name, shape) in enumerate(weight_shapes(link_state_size, readout_units)):
+        seed_i = int(seed) * 16 + index
+        if name == "gru_kernel":
+            init = tf.initializers.GlorotUniform(seed=seed_i)
+        elif name == "gru_recurrent_kernel":
+            init = tf.initializers.Orthogonal(seed=seed_i)
+        elif name == "readout3_kernel":
+            init = tf.initializers.Orthogonal(gain=output_gain, seed=seed_i)
+        elif name.endswith("kernel"):
+            init = tf.initializers.Orthogonal(gain=float(np.sqrt(2)), seed=seed_i)
+        else:
+            init = tf.initializers.Zeros()
+        weights[name] = tf.cast(init(shape), tf.float32)
+    return weights
+
+
+class GraphCore:
+    """The forward pass on weights with a leading member axis [M, ...].
+
+    Link states h [M, G, L, H] of G graphs (each a copy of the topology) go through T
+    iterations of
+
+        m_p = selu([h_first(p) ; h_second(p)] W_m + b_m)      for every pair p = (first, second)
+        M_e = sum of m_p over the pairs with second(p) = e    (messages from upstream links)
+        h_e = GRU(input M_e, state h_e)
+
+    with weights shared across iterations, then a sum over links and three dense layers
+    (selu, selu, linear) give one score per graph [M, G]. Both faces of the network
+    (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network. The
+    message layer is split as [h_f ; h_s] W_m = (h W_top)_f + (h W_bottom)_s, so each
+    link is projected once rather than once per pair.
+    """
+
+    def __init__(self, topology: Topology, link_state_size: int, readout_units: int, steps: int):
+        if int(link_state_size) < FEATURES:
+            raise ValueError(
+                f"link_state_size={link_state_size} is too small: link states hold "
+                f"{FEATURES} features (capacity and the one-hot demand); use >= {FEATURES}."
+            )
+        if int(steps) < 1:
+            raise ValueError(f"message_passing_steps={steps} must be >= 1.")
+        self.topology = topology
+        self.size = int(link_state_size)
+        self.readout = int(readout_units)
+        self.steps = int(steps)
+        pairs = topology.message_pairs  # [P, 2]
+        self._first = tf.constant(pairs[:, 0], tf.int32)  # [P]
+        self._second = tf.constant(pairs[:, 1], tf.int32)  # [P]
+        scatter = np.zeros([topology.num_links, len(pairs)], np.float32)
+        scatter[pairs[:, 1], np.arange(len(pairs))] = 1.0
+        self._scatter = tf.constant(scatter)  # [L, P], sums messages at `second`
+
+    def __call__(self, weights: dict, states: tf.Tensor) -> tf.Tensor:
+        """Scores [M, G] of link states [M, G, L, H] with weights {name: [M, ...]}."""
+        h = states
+        size = self.size
+        kernel = weights["message_kernel"]  # [M, 2H, H]
+        top, bottom = kernel[:, :size], kernel[:, size:]  # [M, H, H] each
+        bias = weights["message_bias"][:, None, None, :]  # [M, 1, 1, H]
+        gru_bias = weights["gru_bias"]  # [M, 2, 3H]
+        input_bias = gru_bias[:, None, None, 0]  # [M, 1, 1, 3H]
+        state_bias = gru_bias[:, None, None, 1]  # [M, 1, 1, 3H]
+        for _ in range(self.steps):
+            upstream = tf.gather(_matmul(h, top), self._first, axis=2)  # [M, G, P, H]
+            downstream = tf.gather(_matmul(h, bottom), self._second, axis=2)  # [M, G, P, H]
+            message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
+            incoming = tf.linalg.matmul(self._scatter, message)  # [M, G, L, H]
+            x = _matmul(incoming, weights["gru_kernel"]) + input_bias  # [M, G, L, 3H]
+            r = _matmul(h, weights["gru_recurrent_kernel"]) + state_bias  # [M, G, L, 3H]
+            x_z, x_r, x_h = tf.split(x, 3, axis=-1)
+            r_z, r_r, r_h = tf.split(r, 3, axis=-1)
+            z = tf.sigmoid(x_z + r_z)
+            reset = tf.sigmoid(x_r + r_r)
+            candidate = tf.tanh(x_h + reset * r_h)
+            h = z * h + (1.0 - z) * candidate  # [M, G, L, H]
+        g = tf.reduce_sum(h, axis=2)  # [M, G, H]
+        g = tf.nn.selu(_dense(g, weights["readout1_kernel"], weights["readout1_bias"]))
+        g = tf.nn.selu(_dense(g, weights["readout2_kernel"], weights["readout2_bias"]))
+        score = _dense(g, weights["readout3_kernel"], weights["readout3_bias"])  # [M, G, 1]
+        return score[..., 0]  # [M, G]
+
+    def path_states(self, observ: tf.Tensor) -> tf.Tensor:
+        """Initial link states [..., K, L, H] of each candidate path's graph.
+
+        Column 0 is the remaining capacity / capacity, columns 1-3 the one-hot of the
+        demand size (8, 32, 64) on the links of path k and zero elsewhere, the rest zero.
+        """
+        parts = split_observ(observ, self.topology.k)
+        capacity = parts.capacities / self.topology.capacity  # [..., L]
+        capacity = tf.broadcast_to(capacity[..., None, :], tf.shape(parts.path_marks))
+        onehot = [tf.cast(tf.equal(parts.path_marks, d), tf.float32) for d in DEMANDS]
+        return self._pad(tf.stack([capacity, *onehot], axis=-1))  # [..., K, L, H]
+
+    def link_states(self, observ: tf.Tensor) -> tf.Tensor:
+        """Initial link states [..., 1, L, H] of the critic's one graph: capacities only."""
+        parts = split_observ(observ, self.topology.k)
+        capacity = parts.capacities / self.topology.capacity  # [..., L]
+        return self._pad(capacity[..., None, :, None])  # [..., 1, L, H]
+
+    def _pad(self, features):
+        width = int(features.shape[-1])
+        paddings = [[0, 0]] * (len(features.shape) - 1) + [[0, self.size - width]]
+        return tf.pad(features, paddings)
+
+
+def _matmul(x, w):
+    """x [M, G, A, in] times w [M, in, out] for each member: [M, G, A, out]."""
+    return tf.einsum("mgai,mio->mgao", x, w)
+
+
+def _dense(x, w, b):
+    """x [M, G, in] w [M, in, out] + b [M, out]: [M, G, out]."""
+    return tf.linalg.matmul(x, w) + b[:, None, :]
+
+
+def _check_observ(topology: Topology, observ) -> None:
+    size = int(observ.shape[-1])
+    expected = (topology.k + 1) * topology.num_links + 3
+    if size != expected:
+        raise ValueError(
+            f"The graph network of {topology.name} ({topology.num_links} links, K = "
+            f"{topology.k}) takes observations of size {expected}, not {size}: does "
+            "network.topology name the environment's topology?"
+        )
+
+
+class GraphPopulation(PopulationNetwork):
+    """M graph-network policies at once, from flat parameter vectors [M, D] (for ES).
+
+    `apply(params [M, D], observ [M, E, O])` returns the policy [M, E, K], the softmax
+    over the candidate paths' scores (so that ES's action noise is added to
+    probabilities, as in the reference), with every member's K E graphs in one batched
+    pass: no loop over members. The vector is laid out as the reference's
+    `model.get_weights()` (see `weight_shapes`); D = 6,136 for (H, R) = (25, 20) and
+    12,601 for (35, 35).
+    """
+
+    def __init__(
+        self,
+        topology: Topology | str,
+        link_state_size: int = 25,
+        readout_units: int = 20,
+        message_passing_steps: int = 5,
+        output_gain: float = 0.1,
+    ):
+        if not isinstance(topology, Topology):
+            topology = load_topology(topology)
+        self.topology = topology
+        self.core = GraphCore(topology, link_state_size, readout_units, message_passing_steps)
+        self._output_gain = float(output_gain)
+        self.shapes = weight_shapes(link_state_size, readout_units)
+        self._sizes = [int(np.prod(shape)) for _, shape in self.shapes]
+
+    @property
+    def num_params(self) -> int:
+        return sum(self._sizes)
+
+    def init_params(self, seed: int) -> tf.Tensor:
+        weights = initial_weights(self.core.size, self.core.readout, seed, self._output_gain)
+        return tf.concat([tf.reshape(weights[name], [-1]) for name, _ in self.shapes], 0)
+
+    def unflatten(self, params: tf.Tensor) -> dict:
+        """The weights {name: [M, ...]} in the parameter vectors [M, D]."""
+        parts = tf.split(params, self._sizes, axis=-1)
+        return {
+            name: tf.reshape(part, [-1, *shape]) for (name, shape), part in zip(self.shapes, parts)
+        }
+
+    def apply(self, params: tf.Tensor, observ: tf.Tensor) -> tf.Tensor:
+        params = tf.convert_to_tensor(params, tf.float32)  # [M, D]
+        observ = tf.convert_to_tensor(observ, tf.float32)  # [M, E, O]
+        _check_observ(self.topology, observ)
+        k, num_links = self.topology.k, self.topology.num_links
+        states = self.core.path_states(observ)  # [M, E, K, L, H]
+        shape = tf.shape(states)
+        graphs = tf.reshape(states, [shape[0], -1, num_links, self.core.size])  # [M, E K, L, H]
+        scores = self.core(self.unflatten(params), graphs)  # [M, E K]
+        scores = tf.reshape(scores, [shape[0], shape[1], k])  # [M, E, K]
+        return tf.nn.softmax(scores, axis=-1)
+
+
+class GraphNetwork(tf.Module):
+    """One graph network as a `tf.Module`: the actor (K scores) or the critic (1 value).
+
+    The actor scores each candidate path's graph (`GraphCore.path_states`) and returns
+    the K scores as logits [N, K]; the critic runs one graph of the link capacities
+    (`GraphCore.link_states`) and returns [N, 1], as the reference's criticPPO. Variables
+    are created at construction, in `weight_shapes` order.
+    """
+
+    def __init__(
+        self,
+        topology: Topology | str,
+        critic: bool,
+        link_state_size: int = 25,
+        readout_units: int = 20,
+        message_passing_steps: int = 5,
+        output_gain: float = 0.1,
+        seed: int = 0,
+        name: str = "graph",
+    ):
+        super().__init__(name=name)
+        if not isinstance(topology, Topology):
+            topology = load_topology(topology)
+        self.topology = topology
+        self.critic = bool(critic)
+        self.core = GraphCore(topology, link_state_size, readout_units, message_passing_steps)
+        initial = initial_weights(link_state_size, readout_units, seed, output_gain)
+        with self.name_scope:
+            self.weights = {name: tf.Variable(value, name=name) for name, value in initial.items()}
+
+    @tf.Module.with_name_scope
+    def __call__(self, observ: tf.Tensor) -> tf.Tensor:
+        """Logits [N, K] (actor) or values [N, 1] (critic) of observations [N, O]."""
+        observ = tf.convert_to_tensor(observ, tf.float32)  # [N, O]
+        _check_observ(self.topology, observ)
+        if self.critic:
+            states = self.core.link_states(observ)  # [N, 1, L, H]
+        else:
+            states = self.core.path_states(observ)  # [N, K, L, H]
+        graphs = int(states.shape[1])
+        states = tf.reshape(states, [1, -1, self.topology.num_links, self.core.size])
+        weights = {name: value[None] for name, value in self.weights.items()}
+        return tf.reshape(self.core(weights, states), [-1, graphs])  # [N, K] or [N, 1]

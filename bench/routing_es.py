@@ -1,0 +1,132 @@
+"""ES on a routing preset: training time to each level of a fixed 300-episode evaluation.
+
+Trains `nsfnet_es` or `geant2_es` (any overrides) generation by generation and every
+`--eval-every` generations evaluates theta on a fixed set of episodes: the first episode
+of each of `--eval-episodes` networks of a `Routing` batch with seed `--eval-seed`, the
+same demand streams at every evaluation (a network's demands do not depend on the
+actions). The training time counts generations only (ask, evaluate the population, tell),
+as the reference's TrTime does; evaluations are timed apart. SAP is scored on the same set.
+
+    python bench/routing_es.py --config nsfnet_es --seed 0 --minutes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.algorithms.es import ES
+from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
+from batchrl.envs.routing import Heuristic, Routing
+from batchrl.tools.run_config import load_run_config
+
+LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
+
+
+def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int):
+    """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA)."""
+    env = Routing(episodes, seed=seed, topology=topology)
+    policy = PopulationPolicy(algo.network, env.action_space, 1, episodes)
+    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
+
+    def evaluate(theta):
+        env.draws.assign(tf.zeros_like(env.draws))  # The same demand streams every time.
+        _, stats = evaluator(theta[None])
+        returns = evaluator._recorder.first_episodes()[0].numpy()
+        assert np.isclose(returns.mean(), float(stats["mean_return"]), atol=1e-4)
+        return returns
+
+    return evaluate
+
+
+def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
+    env = Routing(episodes, seed=seed, topology=topology)
+    from batchrl.tools.evaluation import EpisodeRecorder
+    from batchrl.tools.simulate import simulate
+
+    recorder = EpisodeRecorder(Heuristic("sap", seed=seed), episodes)
+
+    @tf.function(jit_compile=True)
+    def run():
+        recorder.clear()
+
+        def body(t):
+            simulate(env, recorder, reset=tf.equal(t, 0), steps=1)
+            return t + 1
+
+        tf.while_loop(lambda t: ~tf.reduce_all(recorder.finished), body, [tf.constant(0)])
+
+    run()
+    return recorder.first_episodes()[0].numpy()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="nsfnet_es")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=20.0, help="training-time budget")
+    parser.add_argument("--generations", type=int, default=10**6)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--eval-episodes", type=int, default=300)
+    parser.add_argument("--eval-seed", type=int, default=12345)
+    parser.add_argument("--out", default="", help="JSON file of the log")
+    parser.add_argument("overrides", nargs="*", help="config overrides key=value")
+    args = parser.parse_args()
+    config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
+    tf.keras.utils.set_random_seed(args.seed)
+    batch_env = ES.make_batch_env(config, args.seed)
+    algo = ES(batch_env, config, seed=args.seed)
+    trainer = ES.make_trainer(config, algo, batch_env, args.seed)
+    topology = batch_env.topology
+    evaluate = fixed_set_evaluator(algo, topology, args.eval_episodes, args.eval_seed)
+    sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
+    print(
+        f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
+        f"{2 * config.es.population} members; SAP on the fixed {args.eval_episodes} "
+        f"episodes {sap.mean():.2f} +- {sap.std(ddof=1) / np.sqrt(len(sap)):.2f}; "
+        f"load {os.getloadavg()}",
+        flush=True,
+    )
+    log = {"config": args.config, "seed": args.seed, "sap": float(sap.mean()), "evals": []}
+    train_time = eval_time = 0.0
+    steps = 0
+    reached = {}
+    for generation in range(args.generations + 1):
+        if generation % args.eval_every == 0:
+            start = time.perf_counter()
+            returns = evaluate(algo.strategy.theta)
+            eval_time += time.perf_counter() - start
+            mean = float(returns.mean())
+            error = float(returns.std(ddof=1) / np.sqrt(len(returns)))
+            for level in LEVELS:
+                if mean >= level and level not in reached:
+                    reached[level] = train_time
+            log["evals"].append([generation, steps, train_time, mean, error])
+            print(
+                f"gen {generation:4d} steps {steps:9d} train {train_time:7.1f}s "
+                f"eval {mean:6.2f} +- {error:4.2f} (eval time {eval_time:5.1f}s) "
+                f"load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+            if args.out:
+                log["reached"] = {str(k): v for k, v in reached.items()}
+                with open(args.out, "w") as file:
+                    json.dump(log, file)
+        if generation == args.generations or train_time > 60 * args.minutes:
+            break
+        start = time.perf_counter()
+        count, _ = trainer.step()
+        train_time += time.perf_counter() - start
+        steps += count
+    print("training seconds to reach each fixed-set mean:", reached)
+    best = max(log["evals"], key=lambda row: row[3])
+    print(f"best {best[3]:.2f} at generation {best[0]}; final {log['evals'][-1][3]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The routing graph network: parameter counts, link-order invariance, batched members."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.envs.routing import Routing, load_topology
+from batchrl.networks.factory import make_network, make_population_network
+from batchrl.networks.graph import GraphNetwork, GraphPopulation, weight_shapes
+from batchrl.tools import load_run_config
+from batchrl.tools.config import ConfigError
+
+
+def observations(topology, count, seed=3, steps=6):
+    """Observations [count, O] of networks partly filled by `steps` random actions."""
+    env = Routing(count, seed=seed, topology=topology)
+    observ = env.reset(tf.range(count))
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        action = tf.constant(rng.integers(0, topology.k, count), tf.int32)
+        observ, *_ = env.step(action)
+    return observ.numpy()
+
+
+@pytest.mark.parametrize(
+    "name, size, readout, count",
+    [("nsfnet", 25, 20, 6136), ("geant2", 35, 35, 12601)],
+)
+def test_parameter_counts_match_the_reference(name, size, readout, count):
+    # REFERENCE.md: saved_params/nsfnet_v1.pkcl is float32 [6136], geant2_v1 [12601].
+    net = GraphPopulation(name, size, readout)
+    assert net.num_params == count
+    assert net.init_params(0).shape == (count,)
+    assert sum(int(np.prod(s)) for _, s in weight_shapes(size, readout)) == count
+
+
+def permuted(topology, order):
+    """The same network with its links listed in `order` (new link i is old link order[i])."""
+    inverse = np.argsort(order)  # old index -> new index
+    return dataclasses.replace(
+        topology,
+        links=topology.links[order],
+        incidence=topology.incidence[..., order],
+        message_pairs=inverse[topology.message_pairs],
+    )
+
+
+def permute_observ(observ, topology, order):
+    num_links, k = topology.num_links, topology.k
+    capacities = observ[:, :num_links][:, order]
+    marks = observ[:, num_links : (k + 1) * num_links].reshape(-1, k, num_links)[..., order]
+    rest = observ[:, (k + 1) * num_links :]
+    return np.concatenate([capacities, marks.reshape(len(observ), -1), rest], 1)
+
+
+@pytest.mark.parametrize("name", ["nsfnet", "geant2"])
+def test_scores_do_not_depend_on_the_link_order(name):
+    topology = load_topology(name)
+    order = np.random.default_rng(0).permutation(topology.num_links)
+    other = permuted(topology, order)
+    observ = observations(topology, 5)
+    net, net_permuted = GraphPopulation(topology, 8, 8), GraphPopulation(other, 8, 8)
+    params = net.init_params(1)[None]
+    policy = net.apply(params, observ[None])[0]
+    policy_permuted = net_permuted.apply(params, permute_observ(observ, topology, order)[None])
+    np.testing.assert_allclose(policy_permuted[0], policy, rtol=1e-5, atol=1e-6)
+    # Not a constant: the candidates get different probabilities.
+    assert np.ptp(policy.numpy(), axis=1).min() > 1e-4
+
+
+def test_batched_members_equal_separate_passes():
+    topology = load_topology("nsfnet")
+    net = GraphPopulation(topology, 25, 20)
+    params = tf.stack([net.init_params(seed) for seed in range(3)])  # [3, D]
+    observ = observations(topology, 6).reshape(3, 2, -1)  # [M, E, O]
+    batched = tf.function(net.apply)(params, observ)  # [3, 2, K]
+    for member in range(3):
+        alone = net.apply(params[member : member + 1], observ[member : member + 1])
+        np.testing.assert_allclose(batched[member], alone[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(batched[0], batched[1])  # Members differ.
+
+
+def test_module_equals_population_and_survives_a_checkpoint(tmp_path):
+    topology = load_topology("nsfnet")
+    actor = GraphNetwork(topology, critic=False, link_state_size=12, readout_units=10, seed=4)
+    critic = GraphNetwork(topology, critic=True, link_state_size=12, readout_units=10, seed=5)
+    population = GraphPopulation(topology, 12, 10)
+    observ = observations(topology, 4)
+    flat = tf.concat([tf.reshape(actor.weights[n], [-1]) for n, _ in population.shapes], 0)
+    logits = actor(observ)  # [4, K]
+    np.testing.assert_allclose(
+        tf.nn.softmax(logits), population.apply(flat[None], observ[None])[0], rtol=1e-5
+    )
+    value = critic(observ)
+    assert value.shape == (4, 1)
+    assert len(actor.trainable_variables) == len(weight_shapes(12, 10))
+    path = tf.train.Checkpoint(actor=actor).save(str(tmp_path / "ckpt"))
+    restored = GraphNetwork(topology, critic=False, link_state_size=12, readout_units=10, seed=9)
+    np.testing.assert_raises(AssertionError, np.testing.assert_allclose, restored(observ), logits)
+    tf.train.Checkpoint(actor=restored).restore(path).assert_consumed()
+    np.testing.assert_allclose(restored(observ), logits)
+
+
+def test_the_config_chooses_the_graph_network_and_checks_its_keys():
+    config = load_run_config("nsfnet_es")
+    net = make_population_network(config.network, 0, 4)
+    assert isinstance(net, GraphPopulation) and net.num_params == 6136
+    actor = make_network(config.network, (), 4, 0.1, "policy")
+    assert isinstance(actor, GraphNetwork) and not actor.critic
+    assert make_network(config.network, (), 1, 1.0, "value").critic
+    with pytest.raises(ConfigError, match="network.topology"):
+        load_run_config("nsfnet_es", ["network.topology=''"])
+    with pytest.raises(ConfigError, match="es.normalize_observ"):
+        load_run_config("nsfnet_es", ["es.normalize_observ=true"])
+    with pytest.raises(ConfigError, match="network.topology='nowhere.json'"):
+        make_population_network(
+            load_run_config("nsfnet_es", ["network.topology=nowhere.json"]).network, 0, 4
+        )
+    geant2 = GraphPopulation("geant2", 8, 8)
+    nsfnet_observ = observations(load_topology("nsfnet"), 2)
+    with pytest.raises(ValueError, match="size 373, not 213"):
+        geant2.apply(geant2.init_params(0)[None], nsfnet_observ[None])
+
+
+def test_ppo_gets_a_graph_actor_and_critic_and_raw_observations():
+    from batchrl.algorithms.ppo import PPO
+
+    config = load_run_config("nsfnet_ppo", ["env.num_envs=2"])
+    batch_env = Routing(2, seed=0, topology="nsfnet")
+    algo = PPO(batch_env, config)
+    assert isinstance(algo.policy, GraphNetwork) and not algo.policy.critic
+    assert isinstance(algo.value, GraphNetwork) and algo.value.critic
+    observ = observations(load_topology("nsfnet"), 2)
+    algo.observ_normalizer.update(observ)
+    np.testing.assert_array_equal(algo.observ_normalizer.normalize(observ), observ)
+    assert algo.act(observ).shape == (2,)
