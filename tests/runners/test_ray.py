@@ -54,6 +54,40 @@ def actor_info(handles):
     return pids, nodes
 
 
+def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
+    """Two workers on two nodes, 3 generations: theta and Adam's moments are exactly those of
+    `GenerationTrainer` in this process for the same seed and population.
+
+    FixedStartCartPole, so that the members' episodes do not depend on which environments
+    run them; no observation statistics, which a generation in one batch also gathers
+    from environments whose first episode ended while others still run.
+
+    It runs before the IMPALA tests, whose module-wide actors (and the node they remove
+    and add again) would leave the nodes' free CPUs uneven, so that SPREAD could not put
+    one worker on each node: in one CI run both landed on the same node."""
+    overrides = [*SMALL, "runner.name=ray", "ray.num_actors=2", "es.normalize_observ=false"]
+    config = load_run_config("cartpole_es", overrides)
+    local = ES(FixedStartCartPole(16), config, seed=0)
+    trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
+    remote = ES(FixedStartCartPole(1), config, seed=0)
+    with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=180) as population:
+        assert population.slices == [(0, 4), (4, 8)]
+        _, nodes = actor_info(population.workers)
+        assert len(set(nodes)) == 2
+        pids, _ = actor_info(population.workers)
+        for _ in range(3):
+            local_steps, local_stats = trainer.step()
+            steps, stats = population.step()
+            assert steps == local_steps
+            assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
+    assert int(remote.strategy.generation) == 3
+    for name in ("theta", "m", "v"):
+        np.testing.assert_array_equal(
+            getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
+        )
+    assert not wait_gone(pids)
+
+
 @pytest.fixture(scope="module")
 def impala(ray_cluster):
     """IMPALA on CartPole with 2 Ray actors of 2 environments in worker processes, T=16."""
@@ -121,6 +155,7 @@ def test_removing_a_node_replaces_its_actor(impala, ray_cluster, caplog):
         assert worker_node not in new_nodes
     finally:  # The tests after this one want two nodes again.
         ray_cluster.worker = ray_cluster.cluster.add_node(num_cpus=2)
+        ray_cluster.cluster.wait_for_nodes()
 
 
 def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
@@ -151,36 +186,6 @@ def test_a_killed_actor_is_logged_and_replaced(impala, caplog):
 def fixed_start_env(config, size, seed):
     del config, seed
     return FixedStartCartPole(size)
-
-
-def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
-    """Two workers on two nodes, 3 generations: theta and Adam's moments are exactly those of
-    `GenerationTrainer` in this process for the same seed and population.
-
-    FixedStartCartPole, so that the members' episodes do not depend on which environments
-    run them; no observation statistics, which a generation in one batch also gathers
-    from environments whose first episode ended while others still run."""
-    overrides = [*SMALL, "runner.name=ray", "ray.num_actors=2", "es.normalize_observ=false"]
-    config = load_run_config("cartpole_es", overrides)
-    local = ES(FixedStartCartPole(16), config, seed=0)
-    trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
-    remote = ES(FixedStartCartPole(1), config, seed=0)
-    with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=180) as population:
-        assert population.slices == [(0, 4), (4, 8)]
-        _, nodes = actor_info(population.workers)
-        assert len(set(nodes)) == 2
-        pids, _ = actor_info(population.workers)
-        for _ in range(3):
-            local_steps, local_stats = trainer.step()
-            steps, stats = population.step()
-            assert steps == local_steps
-            assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
-    assert int(remote.strategy.generation) == 3
-    for name in ("theta", "m", "v"):
-        np.testing.assert_array_equal(
-            getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
-        )
-    assert not wait_gone(pids)
 
 
 def test_merge_statistics_equals_the_statistics_of_all_observations():
