@@ -48,6 +48,11 @@ class Algorithm(tf.Module, abc.ABC):
 
     config_section: str | None = None
     config_defaults: dict[str, Any] | None = None
+    # Whether the methods need autograph to turn Python `if` and `for` on tensors into
+    # graph control flow. An algorithm that writes `tf.cond` and `tf.while_loop` itself
+    # sets False, and (with an environment that does too) the training call is traced
+    # without autograph, which halves the tracing of a PPO training call.
+    autograph: bool = True
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -39,6 +39,7 @@ class ClassicControlEnv(InGraphEnv):
     """
 
     _noise_size: int  # How many U[0, 1) numbers `_initial_state` needs per environment.
+    autograph = False  # The ports write their control flow in TensorFlow ops.
 
     def __init__(
         self,

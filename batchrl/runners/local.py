@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm, Trainer
 from batchrl.tools.environments import make_in_graph_env
-from batchrl.tools.simulate import simulate
+from batchrl.tools.simulate import needs_autograph, simulate
 
 
 class LocalTrainer(Trainer):
@@ -31,6 +31,7 @@ class LocalTrainer(Trainer):
         self.jit_compile = bool(config.train.jit_compile)
         self.in_graph_logging = not self.jit_compile
         self._env_steps = steps * len(batch_env)
+        autograph = needs_autograph(batch_env, algo)
         if self.jit_compile:
             summaries = getattr(algo, "summaries", None)
 
@@ -38,9 +39,11 @@ class LocalTrainer(Trainer):
                 stats = simulate(batch_env, algo, steps=steps)
                 return dict(stats, **summaries()) if summaries else stats
 
-            self._call = tf.function(call, jit_compile=True)
+            self._call = tf.function(call, jit_compile=True, autograph=autograph)
         else:
-            self._call = tf.function(lambda: simulate(batch_env, algo, log=True, steps=steps))
+            self._call = tf.function(
+                lambda: simulate(batch_env, algo, log=True, steps=steps), autograph=autograph
+            )
 
     def step(self) -> tuple[int, dict]:
         return self._env_steps, self._call()

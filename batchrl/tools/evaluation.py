@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.tools import summary
-from batchrl.tools.simulate import simulate
+from batchrl.tools.simulate import needs_autograph, simulate
 
 
 class EpisodeRecorder(Algorithm):
@@ -22,6 +22,7 @@ class EpisodeRecorder(Algorithm):
     def __init__(self, algo: Algorithm, batch_size: int):
         super().__init__(name="episode_recorder")
         self._algo = algo
+        self.autograph = bool(getattr(algo, "autograph", True))
         self.finished = tf.Variable(tf.zeros([batch_size], tf.bool), trainable=False)
         self.returns = tf.Variable(tf.zeros([batch_size]), trainable=False)
         self.lengths = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
@@ -111,10 +112,11 @@ class Evaluation:
             )
             return recorder.first_episodes()
 
+        autograph = needs_autograph(batch_env, recorder)
         if jit_compile:
-            self._call = tf.function(round_, jit_compile=True)
+            self._call = tf.function(round_, jit_compile=True, autograph=autograph)
         else:
-            self._call = tf.function(chunk)
+            self._call = tf.function(chunk, autograph=autograph)
 
     def run(self, writer=None, step=None) -> dict[str, float]:
         """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries."""

@@ -23,6 +23,8 @@ class InGraphBatchEnv(InGraphEnv):
     kept in `self.infos` for inspection from Python.
     """
 
+    autograph = False  # Its graph side has no Python control flow on tensors.
+
     def __init__(self, batch_env, seed: int | None = None, name: str | None = None):
         """Creates the variables for the batch.
 

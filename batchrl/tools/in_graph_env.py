@@ -44,6 +44,10 @@ class InGraphEnv(tf.Module, abc.ABC):
     `tf.function`; an environment written in pure TensorFlow ops also compiles with XLA.
     """
 
+    # Whether `_step` and `_reset` need autograph (Python `if` on tensors); see
+    # `batchrl.core.Algorithm.autograph`.
+    autograph: bool = True
+
     def __init__(
         self,
         batch_size: int,

@@ -22,6 +22,7 @@ class PolicyEvaluator(Algorithm):
         """
         super().__init__(name="policy_evaluator")
         self._policy = policy
+        self.autograph = bool(getattr(policy, "autograph", True))
         self._recurrent = bool(getattr(policy, "recurrent", False))
         if self._recurrent:
             state = policy.initial_state(batch_size)  # [B, S]

@@ -238,6 +238,16 @@ def _check_env(env: Config, train: Config) -> None:
                 "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
                 "Python callback that steps Gymnasium environments."
             )
+    if train.eval_jit_compile and (
+        env.backend != "tensorflow" or (env.eval_on_gymnasium and not train.jit_compile)
+    ):
+        raise ConfigError(
+            "train.eval_jit_compile=true needs evaluations on the TensorFlow port: "
+            "env.backend='tensorflow', and env.eval_on_gymnasium=false or "
+            f"train.jit_compile=true (got env.backend={env.backend!r}, "
+            f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
+            f"train.jit_compile={train.jit_compile})."
+        )
 
 
 def _check_train(train: Config) -> None:

@@ -98,9 +98,9 @@ def run(
     evaluation = None
     if policy is not None and cfg.eval_every:
         evaluator = PolicyEvaluator(policy, len(eval_env))
-        # Environments in TensorFlow ops evaluate a whole round in one XLA program.
+        # Environments in TensorFlow ops may evaluate a whole round in one XLA program.
         in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
-        jit_compile = bool(cfg.jit_compile) and in_tensorflow
+        jit_compile = bool(cfg.eval_jit_compile) and in_tensorflow
         evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile)
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()

@@ -33,6 +33,7 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
             f"train.jit_compile={str(jit_compile).lower()}",
             # With XLA: evaluations on the port in XLA, the final one on Gymnasium.
             f"env.eval_on_gymnasium={str(jit_compile).lower()}",
+            f"train.eval_jit_compile={str(jit_compile).lower()}",
             "train.total_steps=512",
         ],
     )
@@ -57,6 +58,19 @@ def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
             "env.id='HalfCheetah-v5' has no TensorFlow port",
         ),
         (["env.backend=jax"], "env.backend"),
+        (
+            ["train.eval_jit_compile=true"],
+            "train.eval_jit_compile=true needs evaluations on the TensorFlow port",
+        ),
+        (
+            [
+                "env.backend=tensorflow",
+                "env.id=CartPole-v1",
+                "env.eval_on_gymnasium=true",  # And train.jit_compile=false.
+                "train.eval_jit_compile=true",
+            ],
+            "train.eval_jit_compile=true needs evaluations on the TensorFlow port",
+        ),
     ],
 )
 def test_bad_backend_configs_are_refused(tmp_path, overrides, message):

@@ -50,10 +50,13 @@ class PPO(Algorithm, Learner, Policy):
     The graph code writes its control flow explicitly (`tf.cond`, `tf.while_loop`), and
     the four interface methods are marked `do_not_convert`: autograph's rewriting of
     them and of everything they call took 3 of the 7 s that tracing a `pendulum`
-    training call took.
+    training call took. With `autograph = False` the runners trace without autograph
+    at all (it still rewrote the branches of every `tf.cond` and the bodies of every
+    `tf.while_loop`): tracing a `pendulum_tf` training call took 1.9 s instead of 3.9 s.
     """
 
     config_section = "ppo"
+    autograph = False  # Control flow is written with tf.cond and tf.while_loop.
 
     @classmethod
     def check_config(cls, config) -> None:
