@@ -1,8 +1,9 @@
 """Episodes per second of an ES generation of graph-network routers: one batch vs one at a time.
 
 Batched: the whole population's episodes (2N members, one episode each) run as one call
-of `PopulationEvaluator` (graph mode, and XLA) over `Routing` in TensorFlow ops, as
-`geant2_es` trains.
+of `PopulationEvaluator` (graph mode, XLA, and XLA computing only the members whose
+episode still runs, `es.member_chunk`) over `Routing` in TensorFlow ops, as `geant2_es`
+trains.
 One at a time: the published implementation's way, each member plays its episode in the
 Gymnasium `RoutingEnv` (NumPy), the graph network called once per step on one
 observation (a `tf.function`, as a Keras model call would be). Where the time goes: the
@@ -31,9 +32,9 @@ from batchrl.tools.simulate import simulate
 SIZES = {"nsfnet": (25, 20), "geant2": (35, 35)}
 
 
-def batched(net, topology, members, seed, repeats, jit_compile):
+def batched(net, topology, members, seed, repeats, jit_compile, member_chunk):
     env = Routing(members, seed=seed, topology=topology)
-    policy = PopulationPolicy(net, env.action_space, members, 1)
+    policy = PopulationPolicy(net, env.action_space, members, 1, member_chunk=member_chunk)
     evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=jit_compile)
     params = tf.stack([net.init_params(seed + m) for m in range(members)])
     start = time.perf_counter()
@@ -102,17 +103,22 @@ def main():
     parser.add_argument("--sequential", type=int, default=16, help="episodes one at a time")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--modes", default="graph,xla", help="batched modes: graph, xla")
+    parser.add_argument(
+        "--modes",
+        default="graph,xla,xla_skip",
+        help="batched modes: graph, xla, xla_skip (XLA, finished members skipped in chunks)",
+    )
+    parser.add_argument("--member-chunk", type=int, default=16, help="es.member_chunk of xla_skip")
     args = parser.parse_args()
     net = GraphPopulation(args.topology, *SIZES[args.topology])
     members = 2 * args.pairs
     print(f"{args.topology}, {net.num_params} parameters; load {os.getloadavg()}", flush=True)
     env_seconds = environment_only(args.topology, members, args.seed, args.repeats)
-    modes = {"graph": False, "xla": True}
+    modes = {"graph": (False, 0), "xla": (True, 0), "xla_skip": (True, args.member_chunk)}
     rates = {}
     for mode in args.modes.split(","):
         compile_time, seconds, length = batched(
-            net, args.topology, members, args.seed, args.repeats, modes[mode]
+            net, args.topology, members, args.seed, args.repeats, *modes[mode]
         )
         rates[mode] = members / seconds
         print(

@@ -148,6 +148,12 @@ class PopulationPolicy(Algorithm):
     first episode). Observations are normalized with the statistics frozen at `start`
     (every member sees the same); with `update_normalizer`, the running statistics of
     `observ_normalizer` are updated with every observation.
+
+    With `member_chunk` C > 0 and `skip_finished(finished)`, a step runs the network
+    only for the members that still have an agent in its first episode, C members at a
+    time in a loop of static shapes (so it compiles under XLA), and the other agents act
+    with a zero network output: only first episodes are scored, and without this a
+    generation keeps computing every member until the longest episode ends.
     """
 
     def __init__(
@@ -161,8 +167,13 @@ class PopulationPolicy(Algorithm):
         action_noise: float = 0.0,
         rng: tf.random.Generator | None = None,
         update_normalizer: bool = True,
+        member_chunk: int = 0,
     ):
         super().__init__(name="population")
+        if member_chunk < 0:
+            raise ValueError(f"member_chunk={member_chunk} must be >= 0 (0: no skipping).")
+        self._chunk = min(int(member_chunk), members)
+        self._finished = None
         self._network = network
         self._space = action_space
         self._members = members
@@ -186,6 +197,14 @@ class PopulationPolicy(Algorithm):
             self._mean.assign(tf.cast(self._normalizer.mean, tf.float32))
             self._std.assign(tf.cast(self._normalizer.std, tf.float32))
 
+    def skip_finished(self, finished: tf.Variable) -> None:
+        """Skips the network for members whose agents all have `finished` [B] set.
+
+        Has an effect only with `member_chunk` > 0.
+        """
+        if self._chunk:
+            self._finished = finished
+
     def begin_episodes(self, agent_indices):
         pass
 
@@ -200,12 +219,42 @@ class PopulationPolicy(Algorithm):
         grouped = tf.reshape(
             full, tf.concat([[self._members, self._per_member], full_shape[1:]], 0)
         )
-        output = self._network.apply(self.params, grouped)  # [M, E, size]
+        if self._finished is None:
+            output = self._network.apply(self.params, grouped)  # [M, E, size]
+        else:
+            output = self._apply_running(grouped)  # [M, E, size]
         output = tf.reshape(output, [batch, -1])  # [B, size]
         output = tf.gather(output, agent_indices)  # [K, size]
         if self._action_noise:
             output += self._action_noise * self._rng.normal(tf.shape(output))
         return to_action(output, self._space, self._squash)
+
+    def _apply_running(self, grouped):
+        """The network's output [M, E, size] for members with a running first episode.
+
+        Those members are sorted first and taken C at a time; the rest output zeros.
+        """
+        members, chunk = self._members, self._chunk
+        running = tf.reduce_any(
+            ~tf.reshape(self._finished, [members, self._per_member]), axis=1
+        )  # [M]
+        order = tf.argsort(tf.cast(~running, tf.int32), stable=True)  # running first
+        chunks = -(-members // chunk)
+        # Pad with the last member so that every chunk has C rows; computing it twice
+        # writes the same output twice.
+        order = tf.concat([order, tf.fill([chunks * chunk - members], order[-1])], 0)
+        count = -(-tf.reduce_sum(tf.cast(running, tf.int32)) // chunk)
+        empty = tf.zeros([members, self._per_member, action_size(self._space)])
+
+        def body(index, output):
+            rows = tf.slice(order, [index * chunk], [chunk])  # [C]
+            part = self._network.apply(
+                tf.gather(self.params, rows), tf.gather(grouped, rows)
+            )  # [C, E, size]
+            return index + 1, tf.tensor_scatter_nd_update(output, rows[:, None], part)
+
+        _, output = tf.while_loop(lambda index, _: index < count, body, (0, empty))
+        return output
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         if self._normalizer is not None and self._update_normalizer:
@@ -232,6 +281,7 @@ class PopulationEvaluator:
         self._env = batch_env
         self._policy = policy
         self._recorder = EpisodeRecorder(policy, len(policy))
+        policy.skip_finished(self._recorder.finished)
         self._max_steps = int(max_steps)
         self._call = tf.function(self._run, jit_compile=bool(jit_compile))
 
@@ -274,18 +324,40 @@ class GenerationTrainer(Trainer):
     """
 
     def __init__(self, config, algo: ES, batch_env, seed: int = 0):
-        del seed  # The noise is keyed by the run's seed and the generation.
         self._algo = algo
         self._evaluator = algo.make_evaluator(batch_env, training=True)
         self.jit_compile = bool(config.train.jit_compile)
+        self._env = batch_env
+        self._seed = int(seed)
+        self._common = bool(config.es.common_random_numbers)
+        if self._common:
+            if not hasattr(batch_env, "restart_streams"):
+                raise ConfigError(
+                    "es.common_random_numbers=true needs an environment whose random streams "
+                    f"can be restarted and shared (batchrl/Routing-*); {config.env.id} cannot."
+                )
+            batch_env.restart_streams(streams=common_streams(algo.strategy.pairs, len(batch_env)))
 
     def step(self) -> tuple[int, dict]:
         strategy = self._algo.strategy
+        if self._common:  # New demands every generation, the same for a member and its mirror.
+            generation = int(strategy.generation)
+            state = np.random.SeedSequence([self._seed, generation]).generate_state(1)[0]
+            self._env.restart_streams(seed=int(state % 2**31))
         fitness, stats = self._evaluator(strategy.ask())
         metrics = strategy.tell(fitness)
         for name, value in metrics.items():
             summary.scalar(f"es/{name}", value)
         return int(stats.pop("steps")), stats
+
+
+def common_streams(pairs: int, agents: int) -> np.ndarray:
+    """The random stream [2 N E] of each agent: agent e of member i and of its mirror
+    i + N share one, so that a pair is compared on the same episodes.
+    """
+    per_member = agents // (2 * pairs)
+    agent = np.arange(agents)
+    return (agent // per_member % pairs) * per_member + agent % per_member
 
 
 class ES(Algorithm, Policy):
@@ -328,6 +400,7 @@ class ES(Algorithm, Policy):
                 "l2_coeff": (lambda x: x >= 0, ">= 0"),
                 "episodes_per_member": (lambda x: x >= 1, ">= 1"),
                 "action_noise": (lambda x: x >= 0, ">= 0"),
+                "member_chunk": (lambda x: x >= 0, ">= 0 (0: every member every step)"),
                 "max_episode_steps": (lambda x: x >= 1, ">= 1"),
             },
         )
@@ -343,6 +416,12 @@ class ES(Algorithm, Policy):
             raise ConfigError(
                 "es.normalize_observ=true with network.name=graph: the graph network reads "
                 "raw capacities and demands from the observation (es.normalize_observ: false)."
+            )
+        if cfg.common_random_numbers and config.runner.name != "local":
+            raise ConfigError(
+                f"es.common_random_numbers=true with runner.name={config.runner.name}: "
+                "common random numbers pair environments inside one batch, which only the "
+                "local runner has (use runner.name=local, or es.common_random_numbers=false)."
             )
 
     @classmethod
@@ -405,6 +484,7 @@ class ES(Algorithm, Policy):
             cfg.action_noise if training else 0.0,
             self._rng,
             update_normalizer=training,
+            member_chunk=cfg.member_chunk,
         )
         jit = bool(self._config.train.jit_compile)
         return PopulationEvaluator(batch_env, policy, cfg.max_episode_steps, jit)
@@ -446,6 +526,14 @@ class ES(Algorithm, Policy):
         return to_action(output, self._action_space, self._config.network.squash_mean)
 
     # Algorithm: acts with theta and learns nothing; training runs through make_trainer.
+
+    def skip_finished(self, finished: tf.Variable) -> None:
+        """Skips the network for members whose agents all have `finished` [B] set.
+
+        Has an effect only with `member_chunk` > 0.
+        """
+        if self._chunk:
+            self._finished = finished
 
     def begin_episodes(self, agent_indices):
         pass

@@ -24,12 +24,17 @@ class Routing(InGraphEnv):
         destination  [B] int32       its destination node
         elapsed      [B] int32       steps since the last reset
         draws        [B] int32       demands drawn so far by each network
+        streams      [B] int32       the stream each network draws from (its index)
+        stream_seed  [] int32        the seed of the streams (`seed`)
 
     Demands: network i's d-th draw (d = draws[i]) is one `tf.random.stateless_uniform`
-    integer in [0, 3 N (N - 1)) from a seed folded from (seed, i, d), which codes the
-    demand size and the ordered pair; so a network's stream depends neither on the batch
-    size nor on the others. As in `ClassicControlEnv`, XLA draws other (equally
-    reproducible) numbers than eager and graph execution.
+    integer in [0, 3 N (N - 1)) from a seed folded from (stream_seed, streams[i], d),
+    which codes the demand size and the ordered pair; so a network's stream depends
+    neither on the batch size nor on the others, nor on its actions. As in
+    `ClassicControlEnv`, XLA draws other (equally reproducible) numbers than eager and
+    graph execution. `restart_streams` rewinds the streams, and can make networks share
+    one (common random numbers: networks on one stream, reset together, see the same
+    demands in their first episodes whatever they do).
 
     Time limit: with `max_episode_steps > 0`, `truncated = elapsed >= max_episode_steps`,
     as Gymnasium's `TimeLimit`; 0 means none, as in the reference.
@@ -77,6 +82,29 @@ class Routing(InGraphEnv):
         self.destination = tf.Variable(tf.ones([batch_size], tf.int32), trainable=False)
         self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.draws = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+        self.streams = tf.Variable(tf.range(batch_size), trainable=False)
+        self.stream_seed = tf.Variable(self.seed, dtype=tf.int32, trainable=False)
+
+    def restart_streams(self, seed: int | None = None, streams=None) -> None:
+        """Rewinds every network's demand stream to its start (draws = 0).
+
+        Args:
+          seed: a new seed of the streams, in [0, 2**31); None keeps the current one.
+          streams: int [B], the stream of each network; None keeps the current ones.
+        """
+        self.draws.assign(tf.zeros_like(self.draws))
+        if seed is not None:
+            if not 0 <= int(seed) < 2**31:
+                raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
+            self.stream_seed.assign(int(seed))
+        if streams is not None:
+            streams = tf.convert_to_tensor(streams, tf.int32)
+            if streams.shape != (self._batch_size,):
+                raise ValueError(
+                    f"streams has shape {streams.shape}; it needs one stream per network "
+                    f"[{self._batch_size}]."
+                )
+            self.streams.assign(streams)
 
     def set_state(
         self,
@@ -169,16 +197,18 @@ class Routing(InGraphEnv):
             empty = tf.zeros([0], tf.int32)
             return tf.zeros([0], tf.float32), empty, empty
         draws = tf.gather(self.draws, indices)  # [K]
+        streams = tf.gather(self.streams, indices)  # [K]
+        stream_seed = self.stream_seed.read_value()
         self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
         outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)
 
-        def draw(index_and_draw):
-            seed = tf.stack([tf.constant(self.seed, tf.int32), index_and_draw[0]])
-            seed = tf.random.experimental.stateless_fold_in(seed, index_and_draw[1])
+        def draw(stream_and_draw):
+            seed = tf.stack([stream_seed, stream_and_draw[0]])
+            seed = tf.random.experimental.stateless_fold_in(seed, stream_and_draw[1])
             return tf.random.stateless_uniform([], seed, 0, outcomes, tf.int32)
 
         code = tf.map_fn(
-            draw, tf.stack([indices, draws], 1), fn_output_signature=tf.TensorSpec([], tf.int32)
+            draw, tf.stack([streams, draws], 1), fn_output_signature=tf.TensorSpec([], tf.int32)
         )  # [K]
         demand = tf.gather(self._demands, code % len(DEMANDS))
         pair = code // len(DEMANDS)

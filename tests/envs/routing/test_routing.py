@@ -166,3 +166,36 @@ def test_resolved_by_entry_point_and_geant2_spaces():
     assert geant2.observation_space == RoutingEnv("geant2").observation_space
     assert geant2.observation_space.shape == (5 * 74 + 3,)
     assert geant2.observation_space.contains(geant2.reset().numpy()[0])
+
+
+def demands_of_first_episodes(env, actions, steps):
+    """(demand, source, destination) [steps, B] seen while acting with `actions` [B]."""
+    env.reset()
+    seen = []
+    for _ in range(steps):
+        seen.append(np.stack([env.demand.numpy(), env.source.numpy(), env.destination.numpy()]))
+        env.step(actions)
+    return np.stack(seen)
+
+
+def test_networks_on_one_stream_see_the_same_demands_whatever_they_do():
+    env = Routing(4, seed=3)
+    env.restart_streams(streams=[0, 1, 0, 1])
+    # Networks 0 and 2 share stream 0, 1 and 3 stream 1; different paths, and few enough
+    # steps that no episode ends (3 steps of at most 64 on a link of 200).
+    seen = demands_of_first_episodes(env, [0, 1, 3, 2], steps=3)
+    np.testing.assert_array_equal(seen[:, :, 0], seen[:, :, 2])
+    np.testing.assert_array_equal(seen[:, :, 1], seen[:, :, 3])
+    assert (seen[:, :, 0] != seen[:, :, 1]).any()
+    env.restart_streams()
+    np.testing.assert_array_equal(demands_of_first_episodes(env, [3, 2, 0, 1], steps=3), seen)
+    env.restart_streams(seed=4)
+    assert (demands_of_first_episodes(env, [0, 1, 3, 2], steps=3) != seen).any()
+
+
+def test_restart_streams_refuses_bad_input():
+    env = Routing(4)
+    with pytest.raises(ValueError, match=r"one stream per network \[4\]"):
+        env.restart_streams(streams=[0, 1])
+    with pytest.raises(ValueError, match="seed must be in"):
+        env.restart_streams(seed=-1)

@@ -1,0 +1,108 @@
+"""Skipping finished members (es.member_chunk) and common random numbers for mirrored pairs."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.algorithms.es import ES, PopulationPolicy
+from batchrl.algorithms.es.es import PopulationEvaluator, common_streams
+from batchrl.networks import PopulationNetwork
+from batchrl.tools import InGraphEnv, load_run_config
+from batchrl.tools.config import ConfigError
+
+MEMBERS, PER_MEMBER = 10, 2
+
+
+class Paced(InGraphEnv):
+    """Agent a's episodes last a % 7 + 1 steps; each step pays the action (0 or 1)."""
+
+    def __init__(self, batch_size):
+        super().__init__(
+            batch_size, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.Discrete(2)
+        )
+        self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+        self.lengths = tf.range(batch_size) % 7 + 1
+
+    def _step(self, action):
+        self.elapsed.assign_add(tf.ones_like(self.elapsed))
+        terminated = self.elapsed >= self.lengths
+        observ = tf.zeros([self._batch_size, 1])
+        return observ, tf.cast(action, tf.float32), terminated, tf.zeros_like(terminated)
+
+    def _reset(self, indices):
+        self.elapsed.scatter_nd_update(indices[:, None], tf.zeros_like(indices))
+        return tf.zeros([tf.shape(indices)[0], 1])
+
+
+class SignNetwork(PopulationNetwork):
+    """Logits [0, params[m, 0]]: member m takes action 1 when its parameter is positive."""
+
+    num_params = 1
+
+    def init_params(self, seed):
+        return tf.zeros([1])
+
+    def apply(self, params, observ):
+        logit = tf.broadcast_to(params[:, None, :1], tf.concat([tf.shape(observ)[:2], [1]], 0))
+        return tf.concat([tf.zeros_like(logit), logit], -1)  # [M, E, 2]
+
+
+def expected_fitness(params):
+    agents = np.arange(MEMBERS * PER_MEMBER)
+    returns = (agents % 7 + 1) * (params[agents // PER_MEMBER, 0] > 0)
+    return returns.reshape(MEMBERS, PER_MEMBER).mean(1)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("chunk", [0, 3, MEMBERS])
+def test_skipping_finished_members_keeps_every_first_episode(chunk, jit_compile):
+    env = Paced(MEMBERS * PER_MEMBER)
+    policy = PopulationPolicy(
+        SignNetwork(), env.action_space, MEMBERS, PER_MEMBER, member_chunk=chunk
+    )
+    evaluator = PopulationEvaluator(env, policy, max_steps=100, jit_compile=jit_compile)
+    for signs in ([1, -1] * 5, [-1] * 5 + [1] * 5):  # Two calls: the loop restarts.
+        params = np.asarray(signs, np.float32)[:, None]
+        fitness, stats = evaluator(params)
+        np.testing.assert_array_equal(fitness.numpy(), expected_fitness(params))
+        assert int(stats["steps"]) == np.sum(np.arange(MEMBERS * PER_MEMBER) % 7 + 1)
+
+
+def test_finished_members_output_zeros_and_running_ones_their_own():
+    env = Paced(MEMBERS * PER_MEMBER)
+    policy = PopulationPolicy(SignNetwork(), env.action_space, MEMBERS, PER_MEMBER, member_chunk=4)
+    finished = tf.Variable(tf.zeros([MEMBERS * PER_MEMBER], tf.bool))
+    policy.skip_finished(finished)
+    policy.start(tf.range(1, MEMBERS + 1, dtype=tf.float32)[:, None])
+    done = np.zeros(MEMBERS * PER_MEMBER, bool)
+    done[[0, 1, 2, 9, 10, 11]] = True  # Members 0 and 5 are done; 1 and 4 half done.
+    finished.assign(done)
+    output = policy._apply_running(tf.zeros([MEMBERS, PER_MEMBER, 1])).numpy()
+    expected = np.arange(1, MEMBERS + 1, dtype=np.float32)
+    expected[[0, 5]] = 0.0
+    np.testing.assert_array_equal(output[:, :, 1], np.repeat(expected[:, None], PER_MEMBER, 1))
+
+
+def test_negative_member_chunk_is_refused():
+    with pytest.raises(ValueError, match="member_chunk=-1"):
+        PopulationPolicy(SignNetwork(), gym.spaces.Discrete(2), 2, 1, member_chunk=-1)
+
+
+def test_common_streams_pair_each_member_with_its_mirror():
+    # N = 2 pairs, E = 2: members 0..3, agent a plays for member a // 2.
+    np.testing.assert_array_equal(common_streams(2, 8), [0, 1, 2, 3, 0, 1, 2, 3])
+    np.testing.assert_array_equal(common_streams(3, 6), [0, 1, 2, 0, 1, 2])
+
+
+def test_common_random_numbers_need_restartable_streams():
+    config = load_run_config("cartpole_es", ["es.common_random_numbers=true", "es.population=2"])
+    env = ES.make_batch_env(config, 0)
+    algo = ES(env, config)
+    with pytest.raises(ConfigError, match="CartPole-v1 cannot"):
+        ES.make_trainer(config, algo, env, 0)
+
+
+def test_common_random_numbers_only_with_the_local_runner():
+    with pytest.raises(ConfigError, match="common random numbers pair environments"):
+        load_run_config("cartpole_es", ["es.common_random_numbers=true", "runner.name=threads"])
