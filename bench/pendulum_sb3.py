@@ -12,7 +12,9 @@ machine hits every method alike):
   with torch's default number of threads unless `--torch-threads` is given.
 - `batchrl pendulum`: the `pendulum` config (Gymnasium's Pendulum-v1 in this process).
 - `batchrl pendulum_tf`: the `pendulum_tf` config (Pendulum in TensorFlow ops), both for
-  the config's own `train.total_steps` unless `--batchrl-steps` is given.
+  the config's own `train.total_steps` unless `--batchrl-steps` is given. `--configs`
+  names the configs, each optionally with overrides after colons
+  (`pendulum_tf:train.jit_compile=false`).
 
 Every `EVAL_EVERY` environment steps, right after an update, the deterministic policy
 plays `--eval-episodes` episodes of Gymnasium's Pendulum-v1, one in each of as many
@@ -204,9 +206,14 @@ def run_sb3(seed: int, args) -> dict:
                 each.close()
 
 
-def run_batchrl(name: str, seed: int, args) -> dict:
-    """batchrl's config `name` until solved or its budget; the timing and eval results."""
-    overrides = [f"train.seed={seed}"]
+def run_batchrl(method: str, seed: int, args) -> dict:
+    """batchrl's config until solved or its budget; the timing and eval results.
+
+    `method` is a config name, optionally with overrides after colons:
+    `pendulum_tf:train.jit_compile=false`.
+    """
+    name, *overrides = method.split(":")
+    overrides = [*overrides, f"train.seed={seed}"]
     if args.batchrl_steps:
         overrides.append(f"train.total_steps={args.batchrl_steps}")
     config = load_run_config(name, overrides)  # Checks every value, as train() does.
@@ -219,7 +226,7 @@ def run_batchrl(name: str, seed: int, args) -> dict:
     tf.keras.utils.set_random_seed(seed)
     # Gymnasium's environment in this process, whatever the config's backend.
     eval_env = InGraphBatchEnv(make_batch_env(config.env, args.eval_episodes, processes=False))
-    run = Run(f"batchrl {name}", seed, cfg.total_steps, args.eval_episodes)
+    run = Run(f"batchrl {method}", seed, cfg.total_steps, args.eval_episodes)
     batch_env = trainer = None
     try:
         run.watch.resume()
@@ -334,7 +341,12 @@ def main(argv=None) -> None:
         "--batchrl-steps", type=int, default=0, help="default: each config's train.total_steps"
     )
     parser.add_argument("--eval-episodes", type=int, default=32)
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=list(CONFIGS),
+        help="config names, each optionally with overrides: pendulum_tf:train.jit_compile=true",
+    )
     parser.add_argument(
         "--torch-threads", type=int, default=0, help="torch.set_num_threads; default: torch's"
     )

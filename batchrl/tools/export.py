@@ -16,7 +16,8 @@ class _Policy(tf.Module):
         super().__init__(name="policy")
         self._algo = algo
         signature = tf.TensorSpec((None,) + tuple(observation_space.shape), tf.float32, "observ")
-        self.__call__ = tf.function(self._act, input_signature=[signature])
+        autograph = bool(getattr(algo, "autograph", True))
+        self.__call__ = tf.function(self._act, input_signature=[signature], autograph=autograph)
 
     def _act(self, observ):
         return self._algo.act(observ, deterministic=True)
@@ -30,8 +31,11 @@ class _RecurrentPolicy(tf.Module):
         state_size = algo.initial_state(1).shape[-1]
         state = tf.TensorSpec((None, state_size), tf.float32, "state")
         size = tf.TensorSpec((), tf.int32, "batch_size")
-        self.__call__ = tf.function(self._act, input_signature=[observ, state])
-        self.initial_state = tf.function(algo.initial_state, input_signature=[size])
+        autograph = bool(getattr(algo, "autograph", True))
+        self.__call__ = tf.function(self._act, input_signature=[observ, state], autograph=autograph)
+        self.initial_state = tf.function(
+            algo.initial_state, input_signature=[size], autograph=autograph
+        )
 
     def _act(self, observ, state):
         action, state = self._algo.act_recurrent(observ, state, deterministic=True)
