@@ -72,8 +72,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         batch_env = make_batch_env(config, cfg.seed)
         eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
         if env.backend == "tensorflow" and env.eval_on_gymnasium and cfg.jit_compile:
-            # Evaluations during training on the port, in one XLA program each; the final
-            # one on Gymnasium's environment.
+            # Evaluations during training on the port (one XLA program a round with
+            # train.eval_jit_compile); the final one on Gymnasium's environment.
             final_eval_env = eval_env
             eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, env.backend)
         algo = make_algorithm(config, batch_env, step)
