@@ -28,15 +28,21 @@ from batchrl.tools.run_config import load_run_config
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
 
 
-def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int):
-    """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA)."""
+def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chunk: int):
+    """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA).
+
+    Each episode is played by its own copy of theta, so that the network runs only for
+    the episodes still running (`member_chunk`).
+    """
     env = Routing(episodes, seed=seed, topology=topology)
-    policy = PopulationPolicy(algo.network, env.action_space, 1, episodes)
+    policy = PopulationPolicy(
+        algo.network, env.action_space, episodes, 1, member_chunk=member_chunk
+    )
     evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
 
     def evaluate(theta):
-        env.draws.assign(tf.zeros_like(env.draws))  # The same demand streams every time.
-        _, stats = evaluator(theta[None])
+        env.restart_streams()  # The same demand streams every time.
+        _, stats = evaluator(tf.tile(theta[None], [episodes, 1]))
         returns = evaluator._recorder.first_episodes()[0].numpy()
         assert np.isclose(returns.mean(), float(stats["mean_return"]), atol=1e-4)
         return returns
@@ -83,7 +89,9 @@ def main():
     algo = ES(batch_env, config, seed=args.seed)
     trainer = ES.make_trainer(config, algo, batch_env, args.seed)
     topology = batch_env.topology
-    evaluate = fixed_set_evaluator(algo, topology, args.eval_episodes, args.eval_seed)
+    evaluate = fixed_set_evaluator(
+        algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
+    )
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
     print(
         f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
