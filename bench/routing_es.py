@@ -23,6 +23,7 @@ import tensorflow as tf
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import Heuristic, Routing
+from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
 from batchrl.tools.run_config import load_run_config
 
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
@@ -52,23 +53,9 @@ def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chu
 
 def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
     env = Routing(episodes, seed=seed, topology=topology)
-    from batchrl.tools.evaluation import EpisodeRecorder
-    from batchrl.tools.simulate import simulate
-
     recorder = EpisodeRecorder(Heuristic("sap", seed=seed), episodes)
-
-    @tf.function(jit_compile=True)
-    def run():
-        recorder.clear()
-
-        def body(t):
-            simulate(env, recorder, reset=tf.equal(t, 0), steps=1)
-            return t + 1
-
-        tf.while_loop(lambda t: ~tf.reduce_all(recorder.finished), body, [tf.constant(0)])
-
-    run()
-    return recorder.first_episodes()[0].numpy()
+    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
+    return run()[0].numpy()
 
 
 def main():

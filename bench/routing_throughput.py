@@ -26,8 +26,7 @@ import tensorflow as tf
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import GYM_IDS, Heuristic, Routing
 from batchrl.networks.graph import GraphPopulation
-from batchrl.tools.evaluation import EpisodeRecorder
-from batchrl.tools.simulate import simulate
+from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
 
 SIZES = {"nsfnet": (25, 20), "geant2": (35, 35)}
 
@@ -53,17 +52,7 @@ def environment_only(topology, members, seed, repeats):
     """The same batch with SAP acting: what the environment and the loop cost."""
     env = Routing(members, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic("sap", seed=seed), members)
-
-    @tf.function(jit_compile=True)
-    def run():
-        recorder.clear()
-
-        def body(t):
-            simulate(env, recorder, reset=tf.equal(t, 0), steps=1)
-            return t + 1
-
-        return tf.while_loop(lambda t: ~tf.reduce_all(recorder.finished), body, [0])
-
+    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
     run()
     seconds = []
     for _ in range(repeats):

@@ -100,17 +100,7 @@ class Evaluation:
             return simulate(batch_env, recorder, reset=reset, steps=steps_per_call)
 
         def round_():
-            recorder.clear()
-            chunk(True)
-            limit = max(math.ceil(max_steps / steps_per_call) - 1, 0)
-            tf.while_loop(
-                lambda count: tf.logical_and(
-                    count < limit, tf.logical_not(tf.reduce_all(recorder.finished))
-                ),
-                lambda count: (_after(chunk(False)["steps"], count + 1),),
-                (tf.constant(0),),
-            )
-            return recorder.first_episodes()
+            return first_episodes(batch_env, recorder, max_steps, steps_per_call)
 
         autograph = needs_autograph(batch_env, recorder)
         if jit_compile:
@@ -142,6 +132,34 @@ class Evaluation:
                 summary.scalar("eval/mean_return", result["mean_return"])
                 summary.scalar("eval/mean_length", result["mean_length"])
         return result
+
+
+def first_episodes(batch_env, recorder: EpisodeRecorder, max_steps: int, steps_per_call: int = 1):
+    """Runs every environment's first episode, in the graph (XLA-compilable).
+
+    Clears `recorder`, resets every environment and steps the batch through `recorder`
+    (and the algorithm it forwards to), `steps_per_call` steps of `simulate` at a time,
+    until every environment has finished an episode or about `max_steps` steps.
+
+    Returns:
+      The returns [B] and lengths [B] of the first episodes; unfinished ones count as
+      they are.
+    """
+    recorder.clear()
+
+    def chunk(reset):
+        return simulate(batch_env, recorder, reset=reset, steps=steps_per_call)["steps"]
+
+    first = chunk(True)
+    limit = max(math.ceil(max_steps / steps_per_call) - 1, 0)
+    tf.while_loop(
+        lambda count: tf.logical_and(
+            count < limit, tf.logical_not(tf.reduce_all(recorder.finished))
+        ),
+        lambda count: (_after(chunk(False), count + 1),),
+        (_after(first, tf.constant(0)),),
+    )
+    return recorder.first_episodes()
 
 
 def _after(tensor, value):

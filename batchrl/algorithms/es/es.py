@@ -16,10 +16,9 @@ from batchrl.networks.factory import (
 from batchrl.tools import summary
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.environments import make_in_graph_env
-from batchrl.tools.evaluation import EpisodeRecorder
+from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
 from batchrl.tools.normalizer import StreamingNormalizer
 from batchrl.tools.run_config import check_range
-from batchrl.tools.simulate import simulate
 
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "separate_ranks", "raw")
@@ -290,19 +289,9 @@ class PopulationEvaluator:
         return self._call(tf.convert_to_tensor(params, tf.float32))
 
     def _run(self, params):
-        policy, recorder, batch_env = self._policy, self._recorder, self._env
+        policy = self._policy
         policy.start(params)
-        recorder.clear()
-
-        def running(t):
-            return tf.logical_and(t < self._max_steps, ~tf.reduce_all(recorder.finished))
-
-        def body(t):
-            simulate(batch_env, recorder, reset=tf.equal(t, 0), steps=1)
-            return t + 1
-
-        tf.while_loop(running, body, [tf.constant(0)], parallel_iterations=1)
-        returns, lengths = recorder.first_episodes()  # [B] each
+        returns, lengths = first_episodes(self._env, self._recorder, self._max_steps)  # [B] each
         per_member = tf.reshape(returns, [policy._members, policy._per_member])
         stats = {
             "episodes": tf.size(returns),
