@@ -516,14 +516,6 @@ class ES(Algorithm, Policy):
 
     # Algorithm: acts with theta and learns nothing; training runs through make_trainer.
 
-    def skip_finished(self, finished: tf.Variable) -> None:
-        """Skips the network for members whose agents all have `finished` [B] set.
-
-        Has an effect only with `member_chunk` > 0.
-        """
-        if self._chunk:
-            self._finished = finished
-
     def begin_episodes(self, agent_indices):
         pass
 
