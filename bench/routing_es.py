@@ -29,6 +29,46 @@ from batchrl.tools.run_config import load_run_config
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
 
 
+class LevelLog:
+    """The fixed-set evaluations of a run, the training time to each of `LEVELS`, and a
+    JSON copy of both (rewritten after every evaluation, so a stopped run keeps its log)."""
+
+    def __init__(self, config: str, seed: int, sap: np.ndarray, out: str = ""):
+        self.out = out
+        self.sap_text = f"{sap.mean():.2f} +- {sap.std(ddof=1) / np.sqrt(len(sap)):.2f}"
+        self.data = {"config": config, "seed": seed, "sap": float(sap.mean()), "evals": []}
+        self.reached = {}
+        self.eval_time = 0.0
+
+    def evaluate(self, evaluate, index: int, steps: int, train_time: float, unit="gen"):
+        """Scores the policy with `evaluate()` -> returns [episodes]; logs and prints it."""
+        start = time.perf_counter()
+        returns = evaluate()
+        self.eval_time += time.perf_counter() - start
+        mean = float(returns.mean())
+        error = float(returns.std(ddof=1) / np.sqrt(len(returns)))
+        for level in LEVELS:
+            if mean >= level and level not in self.reached:
+                self.reached[level] = train_time
+        self.data["evals"].append([index, steps, train_time, mean, error])
+        print(
+            f"{unit} {index:4d} steps {steps:9d} train {train_time:7.1f}s "
+            f"eval {mean:6.2f} +- {error:4.2f} (eval time {self.eval_time:5.1f}s) "
+            f"load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        if self.out:
+            self.data["reached"] = {str(k): v for k, v in self.reached.items()}
+            with open(self.out, "w") as file:
+                json.dump(self.data, file)
+
+    def finish(self, unit="generation"):
+        print("training seconds to reach each fixed-set mean:", self.reached)
+        best = max(self.data["evals"], key=lambda row: row[3])
+        last = self.data["evals"][-1][3]
+        print(f"best {best[3]:.2f} at {unit} {best[0]}; final {last:.2f}", flush=True)
+
+
 def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chunk: int):
     """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA).
 
@@ -80,47 +120,26 @@ def main():
         algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
     )
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
+    log = LevelLog(args.config, args.seed, sap, args.out)
     print(
         f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
         f"{2 * config.es.population} members; SAP on the fixed {args.eval_episodes} "
-        f"episodes {sap.mean():.2f} +- {sap.std(ddof=1) / np.sqrt(len(sap)):.2f}; "
-        f"load {os.getloadavg()}",
+        f"episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
-    log = {"config": args.config, "seed": args.seed, "sap": float(sap.mean()), "evals": []}
-    train_time = eval_time = 0.0
+    train_time = 0.0
     steps = 0
-    reached = {}
     for generation in range(args.generations + 1):
-        if generation % args.eval_every == 0:
-            start = time.perf_counter()
-            returns = evaluate(algo.strategy.theta)
-            eval_time += time.perf_counter() - start
-            mean = float(returns.mean())
-            error = float(returns.std(ddof=1) / np.sqrt(len(returns)))
-            for level in LEVELS:
-                if mean >= level and level not in reached:
-                    reached[level] = train_time
-            log["evals"].append([generation, steps, train_time, mean, error])
-            print(
-                f"gen {generation:4d} steps {steps:9d} train {train_time:7.1f}s "
-                f"eval {mean:6.2f} +- {error:4.2f} (eval time {eval_time:5.1f}s) "
-                f"load {os.getloadavg()[0]:.2f}",
-                flush=True,
-            )
-            if args.out:
-                log["reached"] = {str(k): v for k, v in reached.items()}
-                with open(args.out, "w") as file:
-                    json.dump(log, file)
-        if generation == args.generations or train_time > 60 * args.minutes:
+        done = generation == args.generations or train_time > 60 * args.minutes
+        if generation % args.eval_every == 0 or done:  # And after the last one.
+            log.evaluate(lambda: evaluate(algo.strategy.theta), generation, steps, train_time)
+        if done:
             break
         start = time.perf_counter()
         count, _ = trainer.step()
         train_time += time.perf_counter() - start
         steps += count
-    print("training seconds to reach each fixed-set mean:", reached)
-    best = max(log["evals"], key=lambda row: row[3])
-    print(f"best {best[3]:.2f} at generation {best[0]}; final {log['evals'][-1][3]:.2f}")
+    log.finish()
 
 
 if __name__ == "__main__":
