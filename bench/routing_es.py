@@ -40,7 +40,7 @@ class LevelLog:
         self.reached = {}
         self.eval_time = 0.0
 
-    def evaluate(self, evaluate, index: int, steps: int, train_time: float, unit="gen"):
+    def evaluate(self, evaluate, index: int, steps: int, train_time: float, unit: str):
         """Scores the policy with `evaluate()` -> returns [episodes]; logs and prints it."""
         start = time.perf_counter()
         returns = evaluate()
@@ -62,11 +62,36 @@ class LevelLog:
             with open(self.out, "w") as file:
                 json.dump(self.data, file)
 
-    def finish(self, unit="generation"):
+    def run(self, evaluate, train, limit: int, eval_every: int, minutes: float, unit: str):
+        """Alternates `train()` -> environment steps with an evaluation every `eval_every`
+        units and after the last, for `limit` units or `minutes` of training time."""
+        train_time = 0.0
+        steps = 0
+        for index in range(limit + 1):
+            done = index == limit or train_time > 60 * minutes
+            if index % eval_every == 0 or done:
+                self.evaluate(evaluate, index, steps, train_time, unit)
+            if done:
+                break
+            start = time.perf_counter()
+            steps += train()
+            train_time += time.perf_counter() - start
         print("training seconds to reach each fixed-set mean:", self.reached)
         best = max(self.data["evals"], key=lambda row: row[3])
         last = self.data["evals"][-1][3]
         print(f"best {best[3]:.2f} at {unit} {best[0]}; final {last:.2f}", flush=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser, config: str, eval_every: int) -> None:
+    """The arguments routing_es.py and routing_ppo.py share."""
+    parser.add_argument("--config", default=config)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=20.0, help="training-time budget")
+    parser.add_argument("--eval-every", type=int, default=eval_every)
+    parser.add_argument("--eval-episodes", type=int, default=300)
+    parser.add_argument("--eval-seed", type=int, default=12345)
+    parser.add_argument("--out", default="", help="JSON file of the log")
+    parser.add_argument("overrides", nargs="*", help="config overrides key=value")
 
 
 def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chunk: int):
@@ -100,15 +125,8 @@ def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="nsfnet_es")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--minutes", type=float, default=20.0, help="training-time budget")
     parser.add_argument("--generations", type=int, default=10**6)
-    parser.add_argument("--eval-every", type=int, default=5)
-    parser.add_argument("--eval-episodes", type=int, default=300)
-    parser.add_argument("--eval-seed", type=int, default=12345)
-    parser.add_argument("--out", default="", help="JSON file of the log")
-    parser.add_argument("overrides", nargs="*", help="config overrides key=value")
+    add_arguments(parser, "nsfnet_es", eval_every=5)
     args = parser.parse_args()
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
@@ -127,19 +145,14 @@ def main():
         f"episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
-    train_time = 0.0
-    steps = 0
-    for generation in range(args.generations + 1):
-        done = generation == args.generations or train_time > 60 * args.minutes
-        if generation % args.eval_every == 0 or done:  # And after the last one.
-            log.evaluate(lambda: evaluate(algo.strategy.theta), generation, steps, train_time)
-        if done:
-            break
-        start = time.perf_counter()
-        count, _ = trainer.step()
-        train_time += time.perf_counter() - start
-        steps += count
-    log.finish()
+    log.run(
+        lambda: evaluate(algo.strategy.theta),
+        lambda: trainer.step()[0],
+        args.generations,
+        args.eval_every,
+        args.minutes,
+        "generation",
+    )
 
 
 if __name__ == "__main__":

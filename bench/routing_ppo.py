@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import tensorflow as tf
-from routing_es import LevelLog, sap_returns
+from routing_es import LevelLog, add_arguments, sap_returns
 
 from batchrl.algorithms.ppo import PPO
 from batchrl.envs.routing import Routing
@@ -42,15 +41,8 @@ def fixed_set_evaluator(policy, topology, episodes: int, seed: int):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="nsfnet_ppo")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--minutes", type=float, default=20.0, help="training-time budget")
     parser.add_argument("--calls", type=int, default=10**6, help="at most this many calls")
-    parser.add_argument("--eval-every", type=int, default=20, help="calls between evaluations")
-    parser.add_argument("--eval-episodes", type=int, default=300)
-    parser.add_argument("--eval-seed", type=int, default=12345)
-    parser.add_argument("--out", default="", help="JSON file of the log")
-    parser.add_argument("overrides", nargs="*", help="config overrides key=value")
+    add_arguments(parser, "nsfnet_ppo", eval_every=20)
     args = parser.parse_args()
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
@@ -68,20 +60,13 @@ def main():
         f"{args.eval_episodes} episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
-    train_time = 0.0
-    steps = 0
-    for call in range(args.calls + 1):
-        done = call == args.calls or train_time > 60 * args.minutes
-        if call % args.eval_every == 0 or done:  # And after the last one.
-            log.evaluate(evaluate, call, steps, train_time, "call")
-        if done:
-            break
-        start = time.perf_counter()
+
+    def train():
         count, _ = trainer.step()
-        train_time += time.perf_counter() - start
-        steps += count
-        step.assign_add(count)
-    log.finish("call")
+        step.assign_add(count)  # For a learning-rate schedule, as the train loop counts.
+        return count
+
+    log.run(evaluate, train, args.calls, args.eval_every, args.minutes, "call")
 
 
 if __name__ == "__main__":
