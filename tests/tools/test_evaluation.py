@@ -1,37 +1,15 @@
 """EpisodeRecorder records each agent's first episode, in graph mode and under XLA."""
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
-from batchrl.tools import InGraphEnv, simulate
+from batchrl.tools import simulate
 from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
+from tests.tools._in_graph_envs import Countdown
 
 BATCH = 300
-
-
-class Countdown(InGraphEnv):
-    """Environment i's episodes last i % 97 + 1 steps, with reward 1 + i % 3 per step."""
-
-    def __init__(self, batch_size):
-        super().__init__(
-            batch_size, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.Discrete(2)
-        )
-        self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
-        self.lengths = tf.range(batch_size) % 97 + 1
-        self.rewards = tf.cast(1 + tf.range(batch_size) % 3, tf.float32)
-
-    def _step(self, action):
-        self.elapsed.assign_add(tf.ones_like(self.elapsed))
-        terminated = self.elapsed >= self.lengths
-        observ = tf.zeros([self._batch_size, 1])
-        return observ, self.rewards, terminated, tf.zeros_like(terminated)
-
-    def _reset(self, indices):
-        self.elapsed.scatter_nd_update(indices[:, None], tf.zeros_like(indices))
-        return tf.zeros([tf.shape(indices)[0], 1])
 
 
 class Idle(Algorithm):
@@ -56,7 +34,7 @@ RETURNS = LENGTHS * (1 + np.arange(BATCH) % 3)
 # only 52 (one loop) and 71 (several calls) of the 300 first episodes were recorded.
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_first_episodes_in_one_loop(jit_compile):
-    env = Countdown(BATCH)
+    env = Countdown(np.arange(BATCH) % 97 + 1, 1 + np.arange(BATCH) % 3)
     recorder = EpisodeRecorder(Idle(), BATCH)
 
     def run():
@@ -75,7 +53,7 @@ def test_first_episodes_in_one_loop(jit_compile):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_first_episodes_over_several_calls(jit_compile):
-    env = Countdown(BATCH)
+    env = Countdown(np.arange(BATCH) % 97 + 1, 1 + np.arange(BATCH) % 3)
     recorder = EpisodeRecorder(Idle(), BATCH)
     call = tf.function(
         lambda reset: simulate(env, recorder, reset=reset, steps=16), jit_compile=jit_compile
@@ -95,7 +73,7 @@ def test_first_episodes_over_several_calls(jit_compile):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_evaluation_means_first_episodes_of_each_round(jit_compile):
-    env = Countdown(BATCH)
+    env = Countdown(np.arange(BATCH) % 97 + 1, 1 + np.arange(BATCH) % 3)
     # Two rounds of 300 episodes; under XLA each round is one call.
     evaluation = Evaluation(env, Idle(), 2 * BATCH, steps_per_call=16, jit_compile=jit_compile)
     result = evaluation.run()
@@ -105,7 +83,7 @@ def test_evaluation_means_first_episodes_of_each_round(jit_compile):
 
 
 def test_compiled_evaluation_stops_at_max_steps():
-    env = Countdown(BATCH)
+    env = Countdown(np.arange(BATCH) % 97 + 1, 1 + np.arange(BATCH) % 3)
     evaluation = Evaluation(env, Idle(), BATCH, steps_per_call=8, jit_compile=True, max_steps=16)
     result = evaluation.run()
     # Two calls of 8 steps: longer episodes count with their first 16 steps.

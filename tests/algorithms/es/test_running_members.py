@@ -8,31 +8,11 @@ import tensorflow as tf
 from batchrl.algorithms.es import ES, PopulationPolicy
 from batchrl.algorithms.es.es import PopulationEvaluator, common_streams
 from batchrl.networks import PopulationNetwork
-from batchrl.tools import InGraphEnv, load_run_config
+from batchrl.tools import load_run_config
 from batchrl.tools.config import ConfigError
+from tests.tools._in_graph_envs import Countdown
 
 MEMBERS, PER_MEMBER = 10, 2
-
-
-class Paced(InGraphEnv):
-    """Agent a's episodes last a % 7 + 1 steps; each step pays the action (0 or 1)."""
-
-    def __init__(self, batch_size):
-        super().__init__(
-            batch_size, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), gym.spaces.Discrete(2)
-        )
-        self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
-        self.lengths = tf.range(batch_size) % 7 + 1
-
-    def _step(self, action):
-        self.elapsed.assign_add(tf.ones_like(self.elapsed))
-        terminated = self.elapsed >= self.lengths
-        observ = tf.zeros([self._batch_size, 1])
-        return observ, tf.cast(action, tf.float32), terminated, tf.zeros_like(terminated)
-
-    def _reset(self, indices):
-        self.elapsed.scatter_nd_update(indices[:, None], tf.zeros_like(indices))
-        return tf.zeros([tf.shape(indices)[0], 1])
 
 
 class SignNetwork(PopulationNetwork):
@@ -57,7 +37,7 @@ def expected_fitness(params):
 @pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("chunk", [0, 3])
 def test_skipping_finished_members_keeps_every_first_episode(chunk, jit_compile):
-    env = Paced(MEMBERS * PER_MEMBER)
+    env = Countdown(np.arange(MEMBERS * PER_MEMBER) % 7 + 1, action_reward=1.0)
     policy = PopulationPolicy(
         SignNetwork(), env.action_space, MEMBERS, PER_MEMBER, member_chunk=chunk
     )
@@ -70,7 +50,7 @@ def test_skipping_finished_members_keeps_every_first_episode(chunk, jit_compile)
 
 
 def test_finished_members_output_zeros_and_running_ones_their_own():
-    env = Paced(MEMBERS * PER_MEMBER)
+    env = Countdown(np.arange(MEMBERS * PER_MEMBER) % 7 + 1, action_reward=1.0)
     policy = PopulationPolicy(SignNetwork(), env.action_space, MEMBERS, PER_MEMBER, member_chunk=4)
     finished = tf.Variable(tf.zeros([MEMBERS * PER_MEMBER], tf.bool))
     policy.skip_finished(finished)
