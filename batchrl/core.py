@@ -94,6 +94,32 @@ class Algorithm(tf.Module, abc.ABC):
     def end_episodes(self, agent_indices: tf.Tensor) -> None:
         """Ends the episodes of the agents at int32 `agent_indices` [K]."""
 
+    # Optional: updates on a schedule of steps.
+
+    def steps_to_update(self) -> tf.Tensor | None:
+        """The batched steps left before a scheduled update, or None (no such schedule).
+
+        An algorithm that learns every fixed number of steps (PPO's and IMPALA's rollouts)
+        returns an int32 scalar tensor: 0 when the update is due, otherwise how many more
+        `experience` calls fill the rollout. Its `experience` then only records, and
+        `simulate` calls `update` as soon as the count reaches 0, outside the loop of steps:
+
+            while steps are left:
+                run min(algo.steps_to_update(), steps left) steps (the loop above)
+                if algo.steps_to_update() == 0:
+                    algo.update()
+
+        so the update is not a `tf.cond` inside every step. Under XLA such a branch made
+        every step copy the networks' and the optimizer's variables (about 100 of the 160
+        kernels of a CartPole step). Whoever drives `experience` without `simulate` calls
+        `update` when the count reaches 0.
+        """
+        return None
+
+    def update(self) -> None:
+        """Learns from the steps recorded since the last update (see `steps_to_update`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no scheduled update.")
+
 
 class Policy(abc.ABC):
     """What evaluation, export and videos use of a trained algorithm: its actions.

@@ -71,6 +71,12 @@ class EpisodeRecorder(Algorithm):
         self.finished.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
         self._algo.end_episodes(agent_indices)
 
+    def steps_to_update(self):
+        return getattr(self._algo, "steps_to_update", lambda: None)()
+
+    def update(self):
+        self._algo.update()
+
 
 class Evaluation:
     """Runs at least `episodes` whole evaluation episodes and reports their mean.

@@ -64,12 +64,33 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
             episodes + tf.reduce_sum(tf.cast(done_mask, tf.int32)),
         )
 
-    _, sum_return, sum_length, episodes = tf.while_loop(
-        lambda step, *_: step < steps,
-        body,
-        (tf.constant(0), tf.constant(0.0), tf.constant(0), tf.constant(0)),
-        parallel_iterations=1,
-    )
+    def run(first, last, totals):
+        """Steps `first` to `last` (exclusive); returns the updated (sums, count)."""
+        _, *totals = tf.while_loop(
+            lambda step, *_: step < last, body, (first, *totals), parallel_iterations=1
+        )
+        return totals
+
+    totals = (tf.constant(0.0), tf.constant(0), tf.constant(0))
+    if getattr(algo, "steps_to_update", lambda: None)() is None:
+        sum_return, sum_length, episodes = run(tf.constant(0), steps, totals)
+    else:
+        # Loops of steps that end where the algorithm's updates fall, each followed by the
+        # update when it is due (see `Algorithm.steps_to_update`). The update is in the
+        # program once: XLA compiles each call site of it.
+        def chunk(done, *totals):
+            in_order = _InOrder(done)
+            last = done + tf.minimum(in_order(algo.steps_to_update), steps - done)
+            totals = in_order(run, done, last, totals)
+            due = in_order(lambda: tf.equal(algo.steps_to_update(), 0))
+            with tf.summary.record_if(log):
+                in_order(tf.cond, due, algo.update, lambda: None)
+            return (last, *totals)
+
+        _, *totals = tf.while_loop(
+            lambda done, *_: done < steps, chunk, (tf.constant(0), *totals), parallel_iterations=1
+        )
+        sum_return, sum_length, episodes = totals
     count = tf.cast(episodes, tf.float32)
     nan = tf.constant(float("nan"))
     mean_return = tf.where(episodes > 0, sum_return / tf.maximum(count, 1.0), nan)

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.core import Algorithm
 from batchrl.tools import BatchEnv, InGraphBatchEnv, MockAlgorithm, MockEnvironment, simulate
+from tests.tools._in_graph_envs import Countdown
 
 
 def make_env(durations, truncate=False):
@@ -136,3 +138,68 @@ def test_state_survives_checkpoint(tmp_path):
     for a, b in zip(env.variables + algo.variables, env_b.variables + algo_b.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert int(algo_b.perform_calls) == 4
+
+
+class Scheduled(Algorithm):
+    """Updates after every `period` steps; logs, per update, the steps it had seen."""
+
+    autograph = False
+
+    def __init__(self, batch_size, period):
+        super().__init__()
+        self.period = period
+        self.batch_size = batch_size
+        self.steps = tf.Variable(0)  # experience calls so far
+        self.since = tf.Variable(0)  # experience calls since the last update
+        self.updates = tf.Variable(0)
+        self.log = tf.Variable(tf.zeros([64], tf.int32))  # self.steps at each update
+
+    def begin_episodes(self, agent_indices):
+        pass
+
+    def perform(self, agent_indices, observ):
+        return tf.zeros_like(agent_indices)
+
+    def experience(self, agent_indices, *transition):
+        # Recording past the period would mean a step ran while an update was due.
+        with tf.control_dependencies([tf.debugging.assert_less(self.since, self.period)]):
+            self.steps.assign_add(1)
+            self.since.assign_add(1)
+
+    def end_episodes(self, agent_indices):
+        pass
+
+    def steps_to_update(self):
+        return self.period - self.since.read_value()
+
+    def update(self):
+        self.log.scatter_nd_update([[self.updates.read_value()]], [self.steps.read_value()])
+        self.updates.assign_add(1)
+        self.since.assign(0)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("steps_per_call", [1, 3, 7])
+def test_scheduled_updates_run_right_after_the_step_that_completes_the_period(
+    steps_per_call, jit_compile
+):
+    env = Countdown([2, 5])
+    algo = Scheduled(len(env), period=3)
+    call = tf.function(
+        lambda: simulate(env, algo, steps=steps_per_call), jit_compile=jit_compile, autograph=False
+    )
+    for _ in range(21 // steps_per_call):
+        call()
+    assert int(algo.steps) == 21
+    assert int(algo.updates) == 7
+    assert algo.log.numpy()[:8].tolist() == [3, 6, 9, 12, 15, 18, 21, 0]
+    assert int(algo.steps_to_update()) == 3
+
+
+def test_scheduled_updates_with_a_tensor_step_count():
+    env = Countdown([2, 5])
+    algo = Scheduled(len(env), period=4)
+    call = tf.function(lambda steps: simulate(env, algo, steps=steps))
+    for steps in (3, 6, 1, 2):  # Updates at 4, 8 and 12 steps.
+        call(tf.constant(steps))
+    assert algo.log.numpy()[:4].tolist() == [4, 8, 12, 0]

@@ -204,13 +204,15 @@ class IMPALA(Algorithm, Learner, Policy):
         }
         if self._cfg.normalize_observ:
             self.observ_normalizer.update(observ)
-        full = self.rollout.append(agent_indices, step)
+        self.rollout.append(agent_indices, step)  # `simulate` calls `update` when full.
 
-        def learn():
-            self._learn(self.rollout.read())
-            self.rollout.clear()
+    def steps_to_update(self):
+        return self.rollout.length - self.rollout.step.read_value()
 
-        tf.cond(full, learn, lambda: None)
+    @tf.autograph.experimental.do_not_convert
+    def update(self):
+        self._learn(self.rollout.read())
+        self.rollout.clear()
 
     @tf.autograph.experimental.do_not_convert
     def end_episodes(self, agent_indices):

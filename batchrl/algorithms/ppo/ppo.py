@@ -253,8 +253,7 @@ class PPO(Algorithm, Learner, Policy):
         if self.recurrent:
             self._first.scatter_nd_update(agent_indices[:, None], tf.zeros_like(done))
         if self._cfg.update_mode == "steps":
-            full = self.rollout.append(agent_indices, step)
-            tf.cond(full, self._learn_rollout, lambda: None)
+            self.rollout.append(agent_indices, step)  # `simulate` calls `update` when full.
         else:
             self.episodes.append(agent_indices, step)
 
@@ -264,7 +263,13 @@ class PPO(Algorithm, Learner, Policy):
             count = self.episodes.finish(agent_indices)
             tf.cond(count >= self._cfg.update_every, self._learn_episodes, lambda: None)
 
-    def _learn_rollout(self):
+    def steps_to_update(self):
+        if self._cfg.update_mode != "steps":
+            return None  # Updates follow finished episodes, in `end_episodes`.
+        return self.rollout.length - self.rollout.step.read_value()
+
+    @tf.autograph.experimental.do_not_convert
+    def update(self):
         batch = self.rollout.read()
         if self.recurrent:
             batch["state"] = self._rollout_state.read_value()
