@@ -1,8 +1,21 @@
 """Fixtures shared across the tests."""
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import psutil
 import pytest
 import tensorflow as tf
+
+# The XLA compilation cache of the runs the tests train (train.xla_cache) goes to a folder
+# of this session, not to ~/.cache; subprocesses inherit it.
+_XLA_CACHE = tempfile.mkdtemp(prefix="batchrl-test-xla-")
+atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
+os.environ["TF_XLA_FLAGS"] = (
+    f"{os.environ.get('TF_XLA_FLAGS', '')} --tf_xla_persistent_cache_directory={_XLA_CACHE}"
+).strip()
 
 
 def pytest_addoption(parser):

@@ -7,6 +7,7 @@ import abc
 import gymnasium as gym
 import tensorflow as tf
 
+from batchrl.tools.checkpoints import Untracked
 from batchrl.tools.in_graph_env import InGraphEnv
 
 
@@ -52,15 +53,28 @@ class ClassicControlEnv(InGraphEnv):
         name: str | None = None,
     ):
         super().__init__(batch_size, observation_space, action_space, name=name)
-        if not 0 <= int(seed) < 2**31:
-            raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         if int(max_episode_steps) <= 0:
             raise ValueError(f"max_episode_steps must be positive, got {max_episode_steps}.")
-        self.seed = int(seed)
+        # A variable, not a constant in the graph: XLA's persistent compilation cache then
+        # serves one program for every seed. Outside checkpoints: the config sets it.
+        if not 0 <= int(seed) < 2**31:
+            raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
+        self._seed = Untracked({"seed": tf.Variable(int(seed), trainable=False, name="seed")})
         self.max_episode_steps = int(max_episode_steps)
         self.state = tf.Variable(tf.zeros([batch_size, state_size], tf.float32), trainable=False)
         self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.episodes = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
+
+    @property
+    def seed(self) -> int:
+        """The seed of the initial-state streams, in [0, 2**31); settable, also after tracing."""
+        return int(self._seed.variables["seed"].numpy())
+
+    @seed.setter
+    def seed(self, seed: int) -> None:
+        if not 0 <= int(seed) < 2**31:
+            raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
+        self._seed.variables["seed"].assign(int(seed))
 
     def set_state(self, state: tf.Tensor, indices: tf.Tensor | None = None) -> None:
         """Overwrites the physical state of the environments at `indices` (all when None).
@@ -106,7 +120,7 @@ class ClassicControlEnv(InGraphEnv):
         episodes = tf.gather(self.episodes, indices)  # [K]
 
         def draw(index_and_episode):
-            seed = tf.stack([tf.constant(self.seed, tf.int32), index_and_episode[0]])
+            seed = tf.stack([self._seed.variables["seed"], index_and_episode[0]])
             seed = tf.random.experimental.stateless_fold_in(seed, index_and_episode[1])
             return tf.random.stateless_uniform([size], seed)
 

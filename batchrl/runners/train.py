@@ -54,6 +54,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     _check_resume(config, logdir)
     progress = progress or Progress()
     cfg = config.train
+    if cfg.jit_compile or cfg.eval_jit_compile:
+        use_xla_cache(cfg.xla_cache)
     # Python's, NumPy's, TensorFlow's and Keras's seeds; the weight initializers use Keras's.
     tf.keras.utils.set_random_seed(cfg.seed)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -178,6 +180,37 @@ def _write_config(config: Config, logdir: Path) -> None:
 def _holds_its_state(env) -> bool:
     """Whether the whole state of `env` is in its variables: an environment in TF ops."""
     return isinstance(env, tf.Module) and not isinstance(env, InGraphBatchEnv)
+
+
+_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+
+
+def use_xla_cache(folder: str) -> None:
+    """Turns on XLA's persistent compilation cache in `folder` ('' leaves it off).
+
+    TensorFlow reads `TF_XLA_FLAGS` once, at the first XLA compilation of the process, so
+    this takes effect only before it; a cache folder already in `TF_XLA_FLAGS` is kept.
+
+    Raises:
+      ConfigError: the folder cannot be created.
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if not folder or _XLA_CACHE_FLAG in flags:
+        return
+    path = Path(folder).expanduser()
+    if " " in str(path):  # TensorFlow splits TF_XLA_FLAGS at spaces.
+        raise ConfigError(
+            f"train.xla_cache={folder!r} has a space, which TF_XLA_FLAGS cannot carry; name "
+            "a folder without one, or '' to compile without the cache."
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"train.xla_cache={folder!r} cannot be created ({error.strerror}); name a "
+            "writable folder, or '' to compile without the cache."
+        ) from error
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {_XLA_CACHE_FLAG}={path}".strip()
 
 
 def _reseed(env, seed: int) -> None:

@@ -15,6 +15,17 @@ class CheckpointError(RuntimeError):
     """Checkpoints exist, but none of them can be restored."""
 
 
+class Untracked:
+    """Holds variables where `tf.Module` and `tf.train.Checkpoint` do not look.
+
+    For state that is rebuilt from the config at construction (a seed) or that only
+    reports (the latest summaries): a checkpoint without it still restores exactly.
+    """
+
+    def __init__(self, variables: dict[str, tf.Variable]):
+        self.variables = variables
+
+
 class Checkpoints:
     """`tf.train.CheckpointManager` for `<logdir>/checkpoints`, with a careful resume.
 

@@ -152,3 +152,23 @@ def test_make():
         assert type(envs.make(name, 1, 0)) is cls
     with pytest.raises(ValueError, match="Pendulum-v1"):
         envs.make("Pendulum-v0", 1, 0)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_seed_is_a_variable_of_the_compiled_program(jit_compile):
+    # One traced program serves every seed (what lets XLA's persistent cache serve a new
+    # seed): setting `seed` after tracing gives the new seed's streams, without a retrace.
+    env = envs.CartPole(3, seed=1)
+    reset = tf.function(lambda: env.reset(), jit_compile=jit_compile)
+    first = reset().numpy()
+    env.seed = 2
+    env.episodes.assign(tf.zeros_like(env.episodes))
+    second = reset().numpy()
+    assert reset.experimental_get_tracing_count() == 1
+    for seed, got in [(1, first), (2, second)]:
+        fresh = envs.CartPole(3, seed=seed)  # XLA's random numbers differ from the kernels'.
+        want = tf.function(lambda: fresh.reset(), jit_compile=jit_compile)().numpy()  # noqa: B023
+        np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(first, second)
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31\), got -1"):
+        env.seed = -1

@@ -88,3 +88,39 @@ def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
     assert len(returns) == 8  # Every 16,384 steps, the last at the end, 64 episodes each.
     assert returns[0] < -500  # It starts bad ...
     assert max(returns) >= -200, returns  # ... and learns on the real environment.
+
+
+def test_a_new_seed_loads_the_compiled_training_call_from_the_xla_cache(tmp_path):
+    # Fresh processes, since TensorFlow reads TF_XLA_FLAGS once per process. The first run
+    # compiles and writes the cache; a run of another seed finds the same program there
+    # (the ports' seed is a variable, not a constant) and writes nothing new.
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+
+    def run(seed):
+        subprocess.run(
+            [sys.executable, "-m", "batchrl.scripts.train", "--config=cartpole_tf",
+             f"--logdir={tmp_path / f'run{seed}'}", "--set", "train.jit_compile=true",
+             "--set", "train.total_steps=2048", "--set", "train.eval_every=0",
+             "--set", "env.eval_on_gymnasium=false", "--set", "train.eval_episodes=1",
+             "--set", f"train.seed={seed}", "--set", f"train.xla_cache={cache}"],
+            env=env, check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        return sorted(path.name for path in cache.iterdir())
+
+    first = run(0)
+    assert len(first) == 1 and first[0].startswith("xla_compile_cache")
+    assert run(1) == first
+
+
+def test_an_unwritable_xla_cache_is_refused(tmp_path, monkeypatch):
+    from batchrl.runners.train import use_xla_cache
+
+    monkeypatch.delenv("TF_XLA_FLAGS")  # conftest names the session's cache there.
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"train.xla_cache='.*file/xla' cannot be created"):
+        use_xla_cache(str(tmp_path / "file" / "xla"))

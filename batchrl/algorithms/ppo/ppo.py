@@ -8,6 +8,7 @@ from batchrl.algorithms.ppo import utility
 from batchrl.core import Algorithm, Learner, Policy
 from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
 from batchrl.tools import summary
+from batchrl.tools.checkpoints import Untracked
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.tools.rollout_buffer import EpisodeBuffer, RolloutBuffer
@@ -178,7 +179,7 @@ class PPO(Algorithm, Learner, Policy):
         self.penalty = tf.Variable(float(cfg.kl_init_penalty), trainable=False, name="penalty")
         # The latest update's summaries, for a training call compiled by XLA, which records
         # none: outside the checkpoint (a plain object), so that older checkpoints restore.
-        self._latest = _Untracked({name: _zeros([]) for name in SUMMARIES})
+        self._latest = Untracked({name: _zeros([]) for name in SUMMARIES})
 
         # The latest action of each agent: the raw sample and the policy output it came
         # from. `experience` stores these, since the environment sees a clipped action.
@@ -520,13 +521,6 @@ class PPO(Algorithm, Learner, Policy):
         dist = self.head(output)
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
-
-
-class _Untracked:
-    """Holds variables where `tf.Module` and `tf.train.Checkpoint` do not look."""
-
-    def __init__(self, variables: dict[str, tf.Variable]):
-        self.variables = variables
 
 
 def _zeros(shape, dtype=tf.float32):

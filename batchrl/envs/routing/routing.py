@@ -69,7 +69,6 @@ class Routing(InGraphEnv):
         if int(max_episode_steps) < 0:
             raise ValueError(f"max_episode_steps must be 0 or positive, got {max_episode_steps}.")
         self.topology = topology
-        self.seed = int(seed)
         self.max_episode_steps = int(max_episode_steps)
         self._incidence = tf.constant(topology.incidence)  # [N, N, K, L]
         self._demands = tf.constant(DEMANDS, tf.float32)  # [3]
@@ -83,7 +82,16 @@ class Routing(InGraphEnv):
         self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.draws = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.streams = tf.Variable(tf.range(batch_size), trainable=False)
-        self.stream_seed = tf.Variable(self.seed, dtype=tf.int32, trainable=False)
+        self.stream_seed = tf.Variable(int(seed), dtype=tf.int32, trainable=False)
+
+    @property
+    def seed(self) -> int:
+        """The seed of the demand streams; setting it restarts every stream from the new seed."""
+        return int(self.stream_seed.numpy())
+
+    @seed.setter
+    def seed(self, seed: int) -> None:
+        self.restart_streams(seed)
 
     def restart_streams(self, seed: int | None = None, streams=None) -> None:
         """Rewinds every network's demand stream to its start (draws = 0).
