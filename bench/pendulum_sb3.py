@@ -50,6 +50,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from batchrl.runners import LocalTrainer, make_algorithm
+from batchrl.runners.train import use_xla_cache
 from batchrl.tools import (
     Evaluation,
     InGraphBatchEnv,
@@ -351,7 +352,14 @@ def main(argv=None) -> None:
         "--torch-threads", type=int, default=0, help="torch.set_num_threads; default: torch's"
     )
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--xla-cache",
+        default="",
+        help="folder of XLA's persistent compilation cache for this process (as "
+        "train.xla_cache; it serves a later process whose tracing went the same way)",
+    )
     args = parser.parse_args(argv)
+    use_xla_cache(args.xla_cache)  # Before anything compiles: TF reads it once.
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
 

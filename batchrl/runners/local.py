@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.framework import ops
 
 from batchrl.core import Algorithm, Trainer
 from batchrl.tools.environments import make_in_graph_env
@@ -46,4 +47,25 @@ class LocalTrainer(Trainer):
             )
 
     def step(self) -> tuple[int, dict]:
+        if self.jit_compile and not self._call.experimental_get_tracing_count():
+            align_function_names()
         return self._env_steps, self._call()
+
+
+# TensorFlow names every traced function (and so every computation of the XLA program)
+# with a process-wide counter, and XLA's persistent compilation cache (train.xla_cache)
+# keys programs by those names: a process that ran other ops before (another seed's
+# evaluations, a resume) would miss the program a former run stored. Moving the counter
+# to a round value before tracing the training call makes its names depend on the
+# tracing alone. TensorFlow has no public way to name functions deterministically.
+_NAME_COUNTER_STEP = 2**17
+
+
+def align_function_names() -> None:
+    """Advances TensorFlow's name counter to the next multiple of 2**17 (about 20 ms)."""
+    uid = getattr(ops, "uid", None)
+    if uid is None:  # A TensorFlow without the private counter: nothing to align.
+        return
+    target = (uid() // _NAME_COUNTER_STEP + 1) * _NAME_COUNTER_STEP
+    while uid() < target - 1:
+        pass

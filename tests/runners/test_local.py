@@ -75,3 +75,18 @@ def test_an_environment_that_needs_autograph_gets_it():
     algo = PythonIf(autograph=False)
     assert needs_autograph(Env(1), algo)
     assert not needs_autograph(CartPole(1), algo)
+
+
+def test_names_of_a_traced_function_do_not_depend_on_the_ops_run_before():
+    # XLA's persistent cache keys programs by TensorFlow's function names, which carry a
+    # process-wide counter; after align_function_names they depend on the tracing alone.
+    from batchrl.runners.local import align_function_names
+
+    offsets = []
+    for ops_before in (0, 300, 41):  # The first round also pays first-use costs.
+        for _ in range(ops_before):
+            tf.constant(1.0) + 1.0
+        align_function_names()
+        name = tf.function(lambda: tf.constant(2.0) * 3.0).get_concrete_function().name
+        offsets.append(int(name.decode().rsplit("_", 1)[1]) % 2**17)
+    assert offsets[1] == offsets[2]
