@@ -149,7 +149,10 @@ def test_environment_errors_surface_with_message_and_traceback(fail_in, call, ty
     assert message in error.remote_message
     assert message in str(error) and f"Environment {call}" in str(error)
     assert "Traceback (most recent call last)" in error.remote_traceback
-    assert "_envs.py" in error.remote_traceback
+    # The frame of the environment's own method; its file name is _envs.py, or
+    # <dynamic-code> since cloudpickle 3.1.3 for classes it sends by value.
+    method = {"init": "__init__", "reset": "reset", "step": "step"}[fail_in]
+    assert f", in {method}\n" in error.remote_traceback
 
 
 def test_worker_survives_an_environment_error():
