@@ -8,6 +8,11 @@ actions). The training time counts generations only (ask, evaluate the populatio
 as the reference's TrTime does; evaluations are timed apart. SAP is scored on the same set.
 
     python bench/routing_es.py --config nsfnet_es --seed 0 --minutes 20
+
+With `--checkpoints DIR` every evaluation saves theta, Adam and the generation, and the
+same command with a larger `--minutes` continues the run from its last checkpoint, bit for
+bit (the noise and the demands derive from the seed and the generation), its log and
+training time included; the first generation after a resume compiles again.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import tensorflow as tf
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import Heuristic, Routing
+from batchrl.tools.checkpoints import Checkpoints
 from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
 from batchrl.tools.run_config import load_run_config
 
@@ -59,18 +65,52 @@ class LevelLog:
         )
         if self.out:
             self.data["reached"] = {str(k): v for k, v in self.reached.items()}
-            with open(self.out, "w") as file:
+            self.data["eval_time"] = self.eval_time
+            with open(self.out + ".tmp", "w") as file:
                 json.dump(self.data, file)
+            os.replace(self.out + ".tmp", self.out)  # A kill never leaves half a log.
 
-    def run(self, evaluate, train, limit: int, eval_every: int, minutes: float, unit: str):
+    def resume(self, index: int) -> tuple[int, float]:
+        """Reloads the log of `out` that a checkpointed run wrote, up to the evaluation at
+        `index` (its checkpoint's); returns that evaluation's (steps, training seconds)."""
+        with open(self.out) as file:
+            data = json.load(file)
+        if (data["config"], data["seed"]) != (self.data["config"], self.data["seed"]):
+            raise SystemExit(
+                f"{self.out} is the log of {data['config']} seed {data['seed']}, "
+                f"not of {self.data['config']} seed {self.data['seed']}."
+            )
+        self.data["evals"] = [row for row in data["evals"] if row[0] <= index]
+        if not self.data["evals"] or self.data["evals"][-1][0] != index:
+            raise SystemExit(f"{self.out} has no evaluation at {index}, the checkpoint's.")
+        _, steps, train_time = self.data["evals"][-1][:3]
+        self.reached = {k: v for k, v in data.get("reached", {}).items() if v <= train_time}
+        self.reached = {float(k): v for k, v in self.reached.items()}
+        self.eval_time = data.get("eval_time", 0.0)
+        return steps, train_time
+
+    def run(self, evaluate, train, limit, eval_every, minutes, unit, checkpoints=None):
         """Alternates `train()` -> environment steps with an evaluation every `eval_every`
-        units and after the last, for `limit` units or `minutes` of training time."""
-        train_time = 0.0
-        steps = 0
-        for index in range(limit + 1):
+        units and after the last, for `limit` units or `minutes` of training time.
+
+        With `checkpoints` (a `Checkpoints` of the training state), every evaluation also
+        saves a checkpoint, and a run that finds one continues from it, its training time
+        and log included (the log must be `out`).
+        """
+        start_index, steps, train_time = 0, 0, 0.0
+        prefix = checkpoints.restore(print) if checkpoints is not None else None
+        resumed = prefix is not None
+        if resumed:
+            start_index = int(prefix.rpartition("-")[2])
+            steps, train_time = self.resume(start_index)
+            print(f"resumed at {unit} {start_index} after {train_time:.1f}s", flush=True)
+        for index in range(start_index, limit + 1):
             done = index == limit or train_time > 60 * minutes
-            if index % eval_every == 0 or done:
+            due = (index % eval_every == 0 or done) and not (resumed and index == start_index)
+            if due:
                 self.evaluate(evaluate, index, steps, train_time, unit)
+                if checkpoints is not None:
+                    checkpoints.save(index)
             if done:
                 break
             start = time.perf_counter()
@@ -86,7 +126,12 @@ def add_arguments(parser: argparse.ArgumentParser, config: str, eval_every: int)
     """The arguments routing_es.py and routing_ppo.py share."""
     parser.add_argument("--config", default=config)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--minutes", type=float, default=20.0, help="training-time budget")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=20.0,
+        help="training-time budget (a resumed run counts its time before)",
+    )
     parser.add_argument("--eval-every", type=int, default=eval_every)
     parser.add_argument("--eval-episodes", type=int, default=300)
     parser.add_argument("--eval-seed", type=int, default=12345)
@@ -126,8 +171,16 @@ def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=10**6)
+    parser.add_argument(
+        "--checkpoints",
+        default="",
+        help="folder for a checkpoint at every evaluation; a run that finds one there "
+        "continues from it (with --out, the log it continues)",
+    )
     add_arguments(parser, "nsfnet_es", eval_every=5)
     args = parser.parse_args()
+    if args.checkpoints and not args.out:
+        parser.error("--checkpoints needs --out, the log a resumed run continues")
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
     batch_env = ES.make_batch_env(config, args.seed)
@@ -152,6 +205,7 @@ def main():
         args.eval_every,
         args.minutes,
         "generation",
+        Checkpoints(tf.train.Checkpoint(algo=algo), args.checkpoints) if args.checkpoints else None,
     )
 
 
