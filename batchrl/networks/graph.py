@@ -35,16 +35,18 @@ def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, t
     ]
 
 
-def initial_weights(link_state_size: int, readout_units: int, seed: int, output_gain: float):
+def initial_weights(link_state_size: int, readout_units: int, seed: int | None, output_gain: float):
     """Weights {name: float32 array} initialized as the reference initializes them.
 
     Orthogonal with gain sqrt(2) for the message and hidden readout kernels,
     `output_gain` for the last readout kernel (reference: sqrt(0.01) for the actor, 1 for
     the critic), Glorot-uniform GRU kernel, orthogonal recurrent kernel, zero biases.
+    A seed of None draws from the global random state (`tf.keras.utils.set_random_seed`),
+    as the other networks' initializers do.
     """
     weights = {}
     for index, (name, shape) in enumerate(weight_shapes(link_state_size, readout_units)):
-        seed_i = int(seed) * 16 + index
+        seed_i = None if seed is None else int(seed) * 16 + index
         if name == "gru_kernel":
             init = tf.initializers.GlorotUniform(seed=seed_i)
         elif name == "gru_recurrent_kernel":
@@ -230,7 +232,8 @@ class GraphNetwork(tf.Module):
     The actor scores each candidate path's graph (`GraphCore.path_states`) and returns
     the K scores as logits [N, K]; the critic runs one graph of the link capacities
     (`GraphCore.link_states`) and returns [N, 1], as the reference's criticPPO. Variables
-    are created at construction, in `weight_shapes` order.
+    are created at construction, in `weight_shapes` order, from `seed`, or from the
+    global random state when it is None (so a run's seed sets them, as for the MLPs).
     """
 
     def __init__(
@@ -241,7 +244,7 @@ class GraphNetwork(tf.Module):
         readout_units: int = 20,
         message_passing_steps: int = 5,
         output_gain: float = 0.1,
-        seed: int = 0,
+        seed: int | None = None,
         name: str = "graph",
     ):
         super().__init__(name=name)

@@ -136,3 +136,25 @@ def test_ppo_gets_a_graph_actor_and_critic_and_raw_observations():
     algo.observ_normalizer.update(observ)
     np.testing.assert_array_equal(algo.observ_normalizer.normalize(observ), observ)
     assert algo.act(observ).shape == (2,)
+
+
+def test_unseeded_graph_networks_follow_the_global_seed():
+    """PPO's graph actor and critic (built without a seed) differ from run seed to run
+    seed and from each other, and repeat for the same seed."""
+    from batchrl.algorithms.ppo import PPO
+
+    config = load_run_config("nsfnet_ppo", ["env.num_envs=2"])
+
+    def initial(seed):
+        tf.keras.utils.set_random_seed(seed)
+        algo = PPO(Routing(2, seed=0, topology="nsfnet"), config)
+        return algo.policy.weights["message_kernel"].numpy(), algo.value.weights[
+            "message_kernel"
+        ].numpy()
+
+    actor0, critic0 = initial(0)
+    actor0_again, _ = initial(0)
+    actor1, _ = initial(1)
+    np.testing.assert_array_equal(actor0, actor0_again)
+    assert not np.allclose(actor0, actor1)
+    assert not np.allclose(actor0, critic0)
