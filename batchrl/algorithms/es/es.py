@@ -19,6 +19,7 @@ from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
 from batchrl.tools.normalizer import StreamingNormalizer
 from batchrl.tools.run_config import check_range
+from batchrl.tools.schedules import SCHEDULES, learning_rate
 
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "separate_ranks", "raw")
@@ -101,13 +102,20 @@ class Strategy(tf.Module):
         )  # [N, D]
         gradient = utility.mirrored_gradient(plus, minus, noise, cfg.sigma)  # [D]
         total = utility.coupled_l2(gradient, self.theta, cfg.l2_coeff)  # [D]
+        rate = learning_rate(
+            cfg.learning_rate,
+            cfg.learning_rate_schedule,
+            self.generation,
+            cfg.decay_generations,
+            cfg.final_learning_rate,
+        )
         if cfg.optimizer == "adam":
             step, m, v = utility.adam_step(
                 total,
                 self.m,
                 self.v,
                 self.generation + 1,
-                cfg.learning_rate,
+                rate,
                 cfg.beta1,
                 cfg.beta2,
                 cfg.epsilon,
@@ -115,7 +123,7 @@ class Strategy(tf.Module):
             self.m.assign(m)
             self.v.assign(v)
         else:
-            step = cfg.learning_rate * total
+            step = rate * total
         self.theta.assign_add(step)
         self.generation.assign_add(1)
         return {
@@ -125,6 +133,7 @@ class Strategy(tf.Module):
             "grad_norm": tf.norm(total),
             "update_ratio": tf.norm(step) / tf.maximum(tf.norm(self.theta), 1e-8),
             "theta_norm": tf.norm(self.theta),
+            "learning_rate": rate,
         }
 
 
@@ -376,6 +385,7 @@ class ES(Algorithm, Policy):
         cfg = config.es
         check_choice("es.optimizer", cfg.optimizer, OPTIMIZERS)
         check_choice("es.fitness_shaping", cfg.fitness_shaping, SHAPINGS)
+        check_choice("es.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
         check_range(
             cfg,
             "es",
@@ -391,8 +401,18 @@ class ES(Algorithm, Policy):
                 "action_noise": (lambda x: x >= 0, ">= 0"),
                 "member_chunk": (lambda x: x >= 0, ">= 0 (0: every member every step)"),
                 "max_episode_steps": (lambda x: x >= 1, ">= 1"),
+                "final_learning_rate": (
+                    lambda x: 0 <= x <= cfg.learning_rate,
+                    f"in [0, es.learning_rate={cfg.learning_rate}]",
+                ),
             },
         )
+        if cfg.learning_rate_schedule == "linear" and cfg.decay_generations < 1:
+            raise ConfigError(
+                f"es.decay_generations={cfg.decay_generations} with "
+                "es.learning_rate_schedule=linear: the schedule needs the generation where "
+                "the rate reaches es.final_learning_rate (>= 1)."
+            )
         check_choice("network.name", config.network.name, POPULATION_NETWORKS)
         if config.network.conv_filters:
             raise ConfigError(

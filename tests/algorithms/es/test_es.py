@@ -10,6 +10,7 @@ from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy, Strat
 from batchrl.envs.cartpole import CartPole
 from batchrl.runners import train
 from batchrl.tools import load_run_config
+from batchrl.tools.config import ConfigError
 from tests.scripts.test_faults import checkpoint_values
 
 
@@ -28,6 +29,9 @@ def sphere_config(**changes):
         epsilon=1e-8,
         l2_coeff=0.0,
         fitness_shaping="centered_ranks",
+        learning_rate_schedule="constant",
+        decay_generations=0,
+        final_learning_rate=0.0,
     )
     return SimpleNamespace(**{**values, **changes})
 
@@ -67,6 +71,41 @@ def test_tell_after_ask_equals_tell_alone():
         alone.tell(fitness)
         np.testing.assert_array_equal(asked.theta.numpy(), alone.theta.numpy())
         np.testing.assert_array_equal(asked.m.numpy(), alone.m.numpy())
+
+
+def test_linear_schedule_scales_each_generations_step():
+    """SGD without L2: theta moves by rate(g) * gradient(g), with rate 0.1, 0.05, then 0
+    (linear from 0.1 to 0 over 2 generations), against the same gradients at rate 1."""
+    config = dict(population=3, optimizer="sgd", learning_rate=0.1)
+    linear = Strategy(
+        tf.zeros([4]),
+        sphere_config(**config, learning_rate_schedule="linear", decay_generations=2),
+        seed=5,
+    )
+    unit = Strategy(tf.zeros([4]), sphere_config(**{**config, "learning_rate": 1.0}), seed=5)
+    expected = np.zeros(4, np.float32)
+    for generation, rate in enumerate((0.1, 0.05, 0.0)):
+        fitness = np.random.default_rng(generation).normal(size=6)
+        before = unit.theta.numpy()
+        unit.tell(fitness)
+        metrics = linear.tell(fitness)
+        expected += rate * (unit.theta.numpy() - before)
+        np.testing.assert_allclose(float(metrics["learning_rate"]), rate, rtol=1e-6)
+        np.testing.assert_allclose(linear.theta.numpy(), expected, rtol=1e-5, atol=1e-7)
+    assert np.abs(expected).sum() > 0.0
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["es.learning_rate_schedule=linear"], "es.decay_generations=0 with"),
+        (["es.learning_rate_schedule=cosine"], "es.learning_rate_schedule"),
+        (["es.final_learning_rate=0.5"], r"es.final_learning_rate.*in \[0, es.learning_rate="),
+    ],
+)
+def test_bad_schedules_fail_at_config_load(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config("cartpole_es", overrides)
 
 
 class FixedStartCartPole(CartPole):
