@@ -176,10 +176,17 @@ class PopulationPolicy(Algorithm):
         rng: tf.random.Generator | None = None,
         update_normalizer: bool = True,
         member_chunk: int = 0,
+        common_noise: bool = False,
     ):
         super().__init__(name="population")
         if member_chunk < 0:
             raise ValueError(f"member_chunk={member_chunk} must be >= 0 (0: no skipping).")
+        if common_noise and members % 2:
+            raise ValueError(
+                f"common_noise=True shares the action noise of member i and its mirror "
+                f"i + N, which needs an even number of members, not {members}."
+            )
+        self._common_noise = bool(common_noise)
         self._chunk = min(int(member_chunk), members)
         self._finished = None
         self._network = network
@@ -234,8 +241,20 @@ class PopulationPolicy(Algorithm):
         output = tf.reshape(output, [batch, -1])  # [B, size]
         output = tf.gather(output, agent_indices)  # [K, size]
         if self._action_noise:
-            output += self._action_noise * self._rng.normal(tf.shape(output))
+            output += self._action_noise * self._noise(agent_indices, tf.shape(output))
         return to_action(output, self._space, self._squash)
+
+    def _noise(self, agent_indices, shape):
+        """Standard normal noise [K, size] for the agents `agent_indices`.
+
+        With `common_noise`, agent a and agent a + N E (the same agent of the mirror
+        member) draw the same numbers, so that a pair that routes the same demands also
+        acts with the same noise.
+        """
+        if not self._common_noise:
+            return self._rng.normal(shape)
+        half = self._rng.normal([len(self) // 2, shape[1]])  # [N E, size]
+        return tf.gather(tf.concat([half, half], 0), agent_indices)
 
     def _apply_running(self, grouped):
         """The network's output [M, E, size] for members with a running first episode.
@@ -426,6 +445,11 @@ class ES(Algorithm, Policy):
                 "es.normalize_observ=true with network.name=graph: the graph network reads "
                 "raw capacities and demands from the observation (es.normalize_observ: false)."
             )
+        if cfg.common_action_noise and not cfg.action_noise:
+            raise ConfigError(
+                "es.common_action_noise=true with es.action_noise=0: there is no action "
+                "noise for a member and its mirror to share (set es.action_noise > 0)."
+            )
         if cfg.common_random_numbers and config.runner.name != "local":
             raise ConfigError(
                 f"es.common_random_numbers=true with runner.name={config.runner.name}: "
@@ -494,6 +518,7 @@ class ES(Algorithm, Policy):
             self._rng,
             update_normalizer=training,
             member_chunk=cfg.member_chunk,
+            common_noise=cfg.common_action_noise,
         )
         jit = bool(self._config.train.jit_compile)
         return PopulationEvaluator(batch_env, policy, cfg.max_episode_steps, jit)

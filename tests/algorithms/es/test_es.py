@@ -101,6 +101,7 @@ def test_linear_schedule_scales_each_generations_step():
         (["es.learning_rate_schedule=linear"], "es.decay_generations=0 with"),
         (["es.learning_rate_schedule=cosine"], "es.learning_rate_schedule"),
         (["es.final_learning_rate=0.5"], r"es.final_learning_rate.*in \[0, es.learning_rate="),
+        (["es.common_action_noise=true"], "es.common_action_noise=true with es.action_noise=0"),
     ],
 )
 def test_bad_schedules_fail_at_config_load(overrides, message):
@@ -167,8 +168,17 @@ def test_a_slice_scores_its_members_as_the_generation_does(small):
 
 
 def test_action_noise_runs_and_changes_the_episodes(small):
-    """With es.action_noise, the same members score otherwise; without, exactly the same."""
-    quiet = [small.quiet(small.params)[0].numpy() for _ in range(2)]
+    """With es.action_noise, the same members score otherwise; without, exactly the same.
+
+    Without noise, two fresh ES of one seed (a generation updates the observation
+    statistics the next one acts with, so one evaluator called twice may differ).
+    """
+    quiet = [
+        ES(FixedStartCartPole(16), small.config, seed=0)
+        .make_evaluator(FixedStartCartPole(16), training=True)(small.params)[0]
+        .numpy()
+        for _ in range(2)
+    ]
     noisy = [small.noisy(small.params)[0].numpy() for _ in range(2)]
     np.testing.assert_array_equal(quiet[0], quiet[1])  # Deterministic without noise.
     assert not np.array_equal(noisy[0], quiet[0])
@@ -178,6 +188,24 @@ def test_action_noise_runs_and_changes_the_episodes(small):
     steps, stats = trainer.step()
     assert steps > 0 and int(stats["episodes"]) == 16
     assert int(small.algo.strategy.generation) == 1
+
+
+def test_common_action_noise_is_shared_by_a_member_and_its_mirror():
+    """Every member with the same parameters, so that only the action noise tells them
+    apart (FixedStartCartPole starts every episode alike): with es.common_action_noise,
+    member i and its mirror i + N score the same and the pairs differ from each other;
+    without it, a member and its mirror differ."""
+    fitness = {}
+    for common in ("false", "true"):
+        overrides = [*SMALL, "es.action_noise=0.5", f"es.common_action_noise={common}"]
+        algo = ES(FixedStartCartPole(16), load_run_config("cartpole_es", overrides), seed=0)
+        evaluator = algo.make_evaluator(FixedStartCartPole(16), training=True)
+        fitness[common] = evaluator(tf.tile(algo.strategy.theta[None], [8, 1]))[0].numpy()
+    plus, minus = np.split(fitness["true"], 2)
+    np.testing.assert_array_equal(plus, minus)
+    assert len(set(plus.tolist())) > 1, plus
+    plus, minus = np.split(fitness["false"], 2)
+    assert not np.array_equal(plus, minus), fitness["false"]
 
 
 def variables(module: tf.Module) -> dict[str, np.ndarray]:
