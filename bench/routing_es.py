@@ -35,13 +35,18 @@ from batchrl.tools.run_config import load_run_config
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
 
 
+def mean_text(returns: np.ndarray) -> str:
+    """'mean +- standard error' of episode returns, to two decimals."""
+    return f"{returns.mean():.2f} +- {returns.std(ddof=1) / np.sqrt(len(returns)):.2f}"
+
+
 class LevelLog:
     """The fixed-set evaluations of a run, the training time to each of `LEVELS`, and a
     JSON copy of both (rewritten after every evaluation, so a stopped run keeps its log)."""
 
     def __init__(self, config: str, seed: int, sap: np.ndarray, out: str = ""):
         self.out = out
-        self.sap_text = f"{sap.mean():.2f} +- {sap.std(ddof=1) / np.sqrt(len(sap)):.2f}"
+        self.sap_text = mean_text(sap)
         self.data = {"config": config, "seed": seed, "sap": float(sap.mean()), "evals": []}
         self.reached = {}
         self.eval_time = 0.0

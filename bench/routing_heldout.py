@@ -16,16 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
 import tensorflow as tf
-from routing_es import fixed_set_evaluator, sap_returns
+from routing_es import fixed_set_evaluator, mean_text, sap_returns
 
 from batchrl.algorithms.es import ES
 from batchrl.tools.run_config import load_run_config
-
-
-def summary(returns: np.ndarray) -> str:
-    return f"{returns.mean():.2f} +- {returns.std(ddof=1) / np.sqrt(len(returns)):.2f}"
 
 
 def main():
@@ -48,11 +43,11 @@ def main():
     )
     sap = sap_returns(topology, args.episodes, args.eval_seed)
     print(f"{args.config}: {args.episodes} held-out episodes (seed {args.eval_seed})")
-    print(f"SAP: {summary(sap)}", flush=True)
+    print(f"SAP: {mean_text(sap)}", flush=True)
     for prefix in args.checkpoints:
         tf.train.Checkpoint(algo=algo).restore(prefix).expect_partial()
         generation = int(algo.strategy.generation)
-        print(f"{prefix} (generation {generation}): {summary(evaluate(algo.strategy.theta))}")
+        print(f"{prefix} (generation {generation}): {mean_text(evaluate(algo.strategy.theta))}")
 
 
 if __name__ == "__main__":

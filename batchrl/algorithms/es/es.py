@@ -248,13 +248,15 @@ class PopulationPolicy(Algorithm):
         """Standard normal noise [K, size] for the agents `agent_indices`.
 
         With `common_noise`, agent a and agent a + N E (the same agent of the mirror
-        member) draw the same numbers, so that a pair that routes the same demands also
-        acts with the same noise.
+        member) draw the same numbers, row a mod N E, so that a pair that routes the
+        same demands (`common_streams` pairs the agents alike) also acts with the same
+        noise.
         """
         if not self._common_noise:
             return self._rng.normal(shape)
-        half = self._rng.normal([len(self) // 2, shape[1]])  # [N E, size]
-        return tf.gather(tf.concat([half, half], 0), agent_indices)
+        pair_agents = len(self) // 2  # N E
+        noise = self._rng.normal([pair_agents, shape[1]])  # [N E, size]
+        return tf.gather(noise, agent_indices % pair_agents)
 
     def _apply_running(self, grouped):
         """The network's output [M, E, size] for members with a running first episode.
