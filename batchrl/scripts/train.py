@@ -25,12 +25,38 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-class _Terminated(Exception):
-    """SIGTERM before training started."""
+class _Terminated(BaseException):
+    """SIGTERM before training started (a BaseException, as KeyboardInterrupt is)."""
 
 
-def _terminate(signum, frame):
-    raise _Terminated
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_early_signals: list[int] = []
+
+
+def _stop_now(signum, frame):
+    """Ctrl-C or SIGTERM before training starts: stop at once.
+
+    The signal is recorded too: a raise that lands in a weakref callback or a `__del__`
+    (as one can while TensorFlow imports) is reported as unraisable and dropped, so
+    `_raise_if_signalled` looks again before training starts.
+    """
+    _early_signals.append(signum)
+    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+
+def _raise_if_signalled() -> None:
+    if _early_signals:
+        raise KeyboardInterrupt if _early_signals[0] == signal.SIGINT else _Terminated
+
+
+def _quiet_about_signals(hook):
+    """An unraisable hook that drops our own signal exceptions (recorded above)."""
+
+    def quiet(unraisable):
+        if not isinstance(unraisable.exc_value, (KeyboardInterrupt, _Terminated)):
+            hook(unraisable)
+
+    return quiet
 
 
 def _one_line(error: BaseException) -> str:
@@ -45,7 +71,9 @@ def _one_line(error: BaseException) -> str:
 def main(argv=None) -> int:
     """Exit codes: 0 done, 1 a fault while training, 2 a bad config or logdir, 128+N signal N."""
     args = parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    _early_signals.clear()
+    previous = {signum: signal.signal(signum, _stop_now) for signum in _SIGNALS}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _quiet_about_signals(sys.unraisablehook)
     try:
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
         from batchrl.runners.train import train
@@ -56,6 +84,7 @@ def main(argv=None) -> int:
 
         try:
             config = load_run_config(args.config, args.set)
+            _raise_if_signalled()
             logdir = (
                 args.logdir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
             )
@@ -84,7 +113,9 @@ def main(argv=None) -> int:
     except _Terminated:
         return 128 + signal.SIGTERM
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = previous_hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 

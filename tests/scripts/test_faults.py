@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,36 @@ def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
+    signum, monkeypatch, capsys
+):
+    # While modules import, the handler's raise can land in a weakref callback, where
+    # Python reports it as unraisable and goes on (CI saw it once with Ctrl-C).
+    class Anything:
+        pass
+
+    def load_and_drop_a_signal(*args):
+        thing = Anything()
+        callback = weakref.ref(thing, lambda ref: signal.raise_signal(signum))
+        del thing
+        assert callback() is None
+        return load_run_config("debug", [])
+
+    def never(*args, **kwargs):
+        raise AssertionError("trained after a signal")
+
+    run_config, runner = (
+        sys.modules["batchrl.tools.run_config"],
+        sys.modules["batchrl.runners.train"],
+    )
+    monkeypatch.setattr(run_config, "load_run_config", load_and_drop_a_signal)
+    monkeypatch.setattr(runner, "train", never)
+    assert train_script.main(["--config=debug"]) == 128 + signum
+    assert "Traceback" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def trained_run(tmp_path, steps=256):
