@@ -385,8 +385,12 @@ class PPO(Algorithm, Learner, Policy):
             new = train_minibatch(minibatch, old_log_std)
             return index + 1, order, {name: metrics[name] + new[name] for name in METRICS}
 
+        # Every epoch's order in one sort: under XLA, a sort per epoch inside the loop made
+        # a cartpole_tf call 10 to 19% slower (docs/benchmarks.md, issue 15).
+        orders = tf.argsort(self._rng.uniform([cfg.epochs, total]), axis=-1)
+
         def epoch(count, metrics):
-            order = tf.argsort(self._rng.uniform([total]))
+            order = orders[count]
             _, _, metrics = tf.while_loop(
                 lambda index, *_: index < cfg.minibatches, minibatch_step, (0, order, metrics)
             )
