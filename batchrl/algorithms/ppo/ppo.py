@@ -11,6 +11,7 @@ from batchrl.tools import summary
 from batchrl.tools.checkpoints import Untracked
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.tools.permutations import random_permutations
 from batchrl.tools.rollout_buffer import EpisodeBuffer, RolloutBuffer
 from batchrl.tools.run_config import check_range
 from batchrl.tools.schedules import SCHEDULES, learning_rate
@@ -385,9 +386,12 @@ class PPO(Algorithm, Learner, Policy):
             new = train_minibatch(minibatch, old_log_std)
             return index + 1, order, {name: metrics[name] + new[name] for name in METRICS}
 
-        # Every epoch's order in one sort: under XLA, a sort per epoch inside the loop made
-        # a cartpole_tf call 10 to 19% slower (docs/benchmarks.md, issue 15).
-        orders = tf.argsort(self._rng.uniform([cfg.epochs, total]), axis=-1)
+        # Every epoch's order before the epochs. XLA on CPU sorts slowly (argsort of 2,048
+        # keys: 0.4 ms), so a static size takes permutations that need no sort.
+        if static:
+            orders = random_permutations(self._rng, cfg.epochs, total)
+        else:
+            orders = tf.argsort(self._rng.uniform([cfg.epochs, total]), axis=-1)
 
         def epoch(count, metrics):
             order = orders[count]
