@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import tensorflow as tf
+
+METADATA = "batchrl.json"  # Beside the SavedModel: what the run knew of the policy.
 
 
 class _Policy(tf.Module):
@@ -42,7 +45,9 @@ class _RecurrentPolicy(tf.Module):
         return {"action": action, "state": state}
 
 
-def export_policy(algo, observation_space: gym.spaces.Box, path: str | Path) -> Path:
+def export_policy(
+    algo, observation_space: gym.spaces.Box, path: str | Path, metadata: dict | None = None
+) -> Path:
     """Saves `algo.act(observ, deterministic=True)` as a SavedModel at `path`.
 
     The model maps float32 observations [N, ...] to environment actions [N, ...], with
@@ -56,6 +61,8 @@ def export_policy(algo, observation_space: gym.spaces.Box, path: str | Path) -> 
       algo: an algorithm with an `act(observ, deterministic)` method, such as `PPO`.
       observation_space: the Box space of one observation.
       path: the SavedModel folder to write.
+      metadata: if given, written as JSON to `batchrl.json` in the folder (with the
+        model, so that both are replaced together).
 
     Returns:
       The path.
@@ -66,6 +73,8 @@ def export_policy(algo, observation_space: gym.spaces.Box, path: str | Path) -> 
     try:
         module = _RecurrentPolicy if getattr(algo, "recurrent", False) else _Policy
         tf.saved_model.save(module(algo, observation_space), str(staging))
+        if metadata is not None:
+            (staging / METADATA).write_text(json.dumps(metadata))
         if path.exists():
             old = path.with_name(path.name + ".old")
             shutil.rmtree(old, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import sys
@@ -15,7 +16,7 @@ from batchrl.core import Trainer
 from batchrl.tools import summary
 from batchrl.tools.checkpoints import Checkpoints
 from batchrl.tools.evaluation import Evaluation
-from batchrl.tools.export import export_policy
+from batchrl.tools.export import METADATA, export_policy
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.policy_evaluator import PolicyEvaluator
 
@@ -102,6 +103,9 @@ def run(
         in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
         jit_compile = bool(cfg.eval_jit_compile) and in_tensorflow
         evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile)
+    best = None
+    if evaluation is not None and cfg.export_best:
+        best = BestPolicy(policy, eval_env.observation_space, logdir / "policy_best")
     last = {"train_return": math.nan, "eval_return": math.nan}
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None
@@ -141,6 +145,8 @@ def run(
                 last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
                 next_eval = _next_multiple(int(step), cfg.eval_every)
                 evaluated_at = int(step)
+                if best is not None:
+                    best.offer(int(step), last["eval_return"], progress)
             if int(step) >= next_checkpoint:
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
@@ -153,6 +159,8 @@ def run(
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
         last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+        if best is not None and final_eval_env is None:  # Comparable with the others.
+            best.offer(int(step), last["eval_return"], progress)
     if policy is not None:
         export_policy(policy, eval_env.observation_space, logdir / "policy")
     train_writer.flush()
@@ -162,6 +170,30 @@ def run(
     status = _status(int(step), cfg.total_steps, None, last)
     progress(f"{status} | {elapsed:.1f} s at {rate:,.0f} steps/s", final=True)
     return {"step": int(step), **last}
+
+
+class BestPolicy:
+    """Exports the policy to `path` whenever an evaluation beats the best so far.
+
+    The step and mean return go into the folder's `batchrl.json`, with the model, so a
+    resumed run knows the best it must beat. Evaluations draw new episodes, so the best of
+    many is biased upwards; score the export again on episodes of your own.
+    """
+
+    def __init__(self, policy, observation_space, path: Path):
+        self._policy, self._space, self.path = policy, observation_space, path
+        self.best = -math.inf
+        if (path / METADATA).exists():
+            self.best = json.loads((path / METADATA).read_text())["eval_return"]
+
+    def offer(self, step: int, eval_return: float, progress) -> bool:
+        if not eval_return > self.best:  # NaN never wins.
+            return False
+        metadata = {"step": step, "eval_return": eval_return}
+        export_policy(self._policy, self._space, self.path, metadata)
+        self.best = eval_return
+        progress(f"Best evaluation so far, {eval_return:.2f}: exported to {self.path}.", final=True)
+        return True
 
 
 def _next_multiple(value: int, every: int) -> int:

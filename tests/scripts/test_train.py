@@ -265,6 +265,45 @@ def test_exported_policy_runs_without_batchrl(tmp_path):
     assert np.all(np.abs(actions) <= 2.0)
 
 
+def test_export_best_keeps_the_policy_of_the_best_evaluation(tmp_path, monkeypatch):
+    returns = []  # The mean returns the evaluations report, in order.
+
+    def scripted(self, writer, step):
+        return {"mean_return": returns.pop(0)}
+
+    monkeypatch.setattr(Evaluation, "run", scripted)
+    overrides = ["train.export_best=true", "train.eval_every=64", "train.total_steps=256"]
+    config = load_run_config("debug", overrides)
+    returns[:] = [-5.0, -1.0, -3.0, -2.0]  # At steps 64, 128, 192 and 256.
+    train(config, tmp_path, progress=quiet)
+    assert not returns
+    best = tmp_path / "policy_best"
+    assert json.loads((best / "batchrl.json").read_text()) == {"step": 128, "eval_return": -1.0}
+    # The export is the policy of step 128 (checkpoints at 128 and 256), not the last one.
+    _, algo = restored_state(tmp_path, config)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    tf.train.Checkpoint(step=step, algo=algo).restore(
+        str(tmp_path / "checkpoints" / "ckpt-128")
+    ).expect_partial()
+    assert int(step) == 128
+    observ = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    exported = tf.saved_model.load(str(best))(observ).numpy()
+    np.testing.assert_allclose(exported, algo.act(observ).numpy(), rtol=1e-5, atol=1e-6)
+    # A resumed run must beat the best of the run before it.
+    config = load_run_config("debug", [*overrides[:2], "train.total_steps=384"])
+    returns[:] = [-4.0, -1.5]  # At 320 and 384.
+    train(config, tmp_path, progress=quiet)
+    assert json.loads((best / "batchrl.json").read_text())["step"] == 128
+    config = load_run_config("debug", [*overrides[:2], "train.total_steps=448"])
+    returns[:] = [-0.5]  # At 448.
+    train(config, tmp_path, progress=quiet)
+    assert json.loads((best / "batchrl.json").read_text()) == {"step": 448, "eval_return": -0.5}
+    assert sorted(path.name for path in tmp_path.iterdir() if "policy" in path.name) == [
+        "policy",
+        "policy_best",
+    ]
+
+
 def test_cartpole_learns(tmp_path):
     """PPO must reach a mean evaluation return of 150 on CartPole-v1 within 60k steps."""
     config = load_run_config("cartpole", ["train.total_steps=61440", "train.eval_every=0"])
