@@ -9,8 +9,9 @@ as the reference's TrTime does; evaluations are timed apart. SAP is scored on th
 
     python bench/routing_es.py --config nsfnet_es --seed 0 --minutes 20
 
-With `--checkpoints DIR` every evaluation saves theta, Adam and the generation, and the
-same command with a larger `--minutes` continues the run from its last checkpoint, bit for
+With `--checkpoints DIR` every evaluation saves theta, Adam and the generation (the last
+three evaluations' in DIR, the best one's in DIR/best for `bench/routing_heldout.py`), and
+the same command with a larger `--minutes` continues the run from its last checkpoint, bit for
 bit (the noise and the demands derive from the seed and the generation), its log and
 training time included; the first generation after a resume compiles again.
 """
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -94,13 +96,15 @@ class LevelLog:
         self.eval_time = data.get("eval_time", 0.0)
         return steps, train_time
 
-    def run(self, evaluate, train, limit, eval_every, minutes, unit, checkpoints=None):
+    def run(self, evaluate, train, limit, eval_every, minutes, unit, checkpoints=None, best=None):
         """Alternates `train()` -> environment steps with an evaluation every `eval_every`
         units and after the last, for `limit` units or `minutes` of training time.
 
         With `checkpoints` (a `Checkpoints` of the training state), every evaluation also
         saves a checkpoint, and a run that finds one continues from it, its training time
-        and log included (the log must be `out`).
+        and log included (the log must be `out`). With `best` (another `Checkpoints`), an
+        evaluation above all earlier ones of the log also saves a checkpoint there, which
+        the last few in `checkpoints` may no longer hold.
         """
         start_index, steps, train_time = 0, 0, 0.0
         prefix = checkpoints.restore(print) if checkpoints is not None else None
@@ -116,6 +120,9 @@ class LevelLog:
                 self.evaluate(evaluate, index, steps, train_time, unit)
                 if checkpoints is not None:
                     checkpoints.save(index)
+                means = [row[3] for row in self.data["evals"]]
+                if best is not None and means[-1] > max(means[:-1], default=-np.inf):
+                    best.save(index)
             if done:
                 break
             start = time.perf_counter()
@@ -210,8 +217,16 @@ def main():
         args.eval_every,
         args.minutes,
         "generation",
-        Checkpoints(tf.train.Checkpoint(algo=algo), args.checkpoints) if args.checkpoints else None,
+        *saved_states(tf.train.Checkpoint(algo=algo), args.checkpoints),
     )
+
+
+def saved_states(checkpoint: tf.train.Checkpoint, folder: str):
+    """The `checkpoints` and `best` of `LevelLog.run` for --checkpoints `folder` ('': none):
+    the last three evaluations' states in `folder`, and the best one's in `folder`/best."""
+    if not folder:
+        return None, None
+    return Checkpoints(checkpoint, folder), Checkpoints(checkpoint, Path(folder) / "best", 1)
 
 
 if __name__ == "__main__":
