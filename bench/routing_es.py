@@ -120,9 +120,10 @@ class LevelLog:
                 self.evaluate(evaluate, index, steps, train_time, unit)
                 if checkpoints is not None:
                     checkpoints.save(index)
-                means = [row[3] for row in self.data["evals"]]
-                if best is not None and means[-1] > max(means[:-1], default=-np.inf):
-                    best.save(index)
+                if best is not None:
+                    means = [row[3] for row in self.data["evals"]]
+                    if means[-1] > max(means[:-1], default=-np.inf):
+                        best.save(index)
             if done:
                 break
             start = time.perf_counter()

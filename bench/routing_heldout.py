@@ -2,8 +2,9 @@
 
 `routing_es.py` evaluates theta every few generations on one fixed set of episodes, and a
 run's best evaluation is picked on that same set, so it is biased upwards. This script
-restores chosen checkpoints (a run's `--checkpoints` folder keeps its last three) and
-scores each on another fixed set (`--eval-seed`, `--episodes`), which no run has seen:
+restores chosen checkpoints (a run's `--checkpoints` folder keeps its last three, and
+its best in `best/`) and scores each on another fixed set (`--eval-seed`, `--episodes`),
+which no run has seen:
 
     python bench/routing_heldout.py --config geant2_es --seed 0 ck/ckpt-210 ck/ckpt-230
 

@@ -41,12 +41,16 @@ def _stop_now(signum, frame):
     `_raise_if_signalled` looks again before training starts.
     """
     _early_signals.append(signum)
-    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+    raise _exception(signum)
+
+
+def _exception(signum: int) -> type[BaseException]:
+    return KeyboardInterrupt if signum == signal.SIGINT else _Terminated
 
 
 def _raise_if_signalled() -> None:
     if _early_signals:
-        raise KeyboardInterrupt if _early_signals[0] == signal.SIGINT else _Terminated
+        raise _exception(_early_signals[0])
 
 
 def _quiet_about_signals(hook):
