@@ -8,7 +8,7 @@ import tensorflow as tf
 from batchrl.algorithms.impala import utility, vtrace
 from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
 from batchrl.networks import MLP, PolicyHead, batch_apply
-from batchrl.tools import summary
+from batchrl.tools import optimizers, summary
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.tools.rollout_buffer import RolloutBuffer
@@ -447,7 +447,7 @@ def _make_optimizer(cfg):
             momentum=cfg.rmsprop_momentum,
             epsilon=cfg.rmsprop_epsilon,
         )
-    return tf.keras.optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
+    return optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
 
 
 def _zeros(shape, dtype=tf.float32):

@@ -7,7 +7,7 @@ import tensorflow as tf
 from batchrl.algorithms.ppo import utility
 from batchrl.core import Algorithm, Learner, Policy
 from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
-from batchrl.tools import summary
+from batchrl.tools import optimizers, summary
 from batchrl.tools.checkpoints import Untracked
 from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
@@ -169,7 +169,7 @@ class PPO(Algorithm, Learner, Policy):
             + self.value.trainable_variables
             + self.head.trainable_variables
         )
-        self.optimizer = tf.keras.optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
+        self.optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
         self.optimizer.build(self._trainable)
         # XLA fuses the many small ops of a minibatch step (layers, losses, clipping and
         # Adam); in update_mode 'episodes' the minibatch shape changes with every update,
