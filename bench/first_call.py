@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 CHILD = """
-import json, sys, time
+import contextlib, json, sys, time
 from batchrl.runners.train import use_xla_cache
 name, mode, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode != "graph":
@@ -43,8 +43,9 @@ tf.keras.utils.set_random_seed(config.train.seed)
 step = tf.Variable(0, dtype=tf.int64)
 env = LocalTrainer.make_batch_env(config, config.train.seed)
 trainer = LocalTrainer(config, make_algorithm(config, env, step), env)
+# Graph mode records summaries as in training; XLA's call returns them as tensors.
 writer = tf.summary.create_file_writer(cache + "/summaries")
-with writer.as_default(step=step):
+with writer.as_default(step=step) if mode == "graph" else contextlib.nullcontext():
     align_function_names()
     start = time.perf_counter()
     graph = trainer._call.get_concrete_function().graph.as_graph_def()
