@@ -81,17 +81,16 @@ def test_bad_backend_configs_are_refused(tmp_path, overrides, message):
 
 @pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
-    """pendulum_tf, evaluated on Gymnasium's Pendulum-v1, reaches -200 (about 30 s here).
+    """pendulum_tf, evaluated on Gymnasium's Pendulum-v1, reaches -200 (about 12 s here).
 
-    Seed 2: since PPO shuffles without a sort, seed 0 peaks at -214 in this budget; seeds
-    1, 2 and 3 reach -176, -156 and -160 (before: -176, -192, -157, -165; docs/benchmarks.md,
-    issue 15, ninth session).
+    Seeds 0 to 3 peak at -182, -159, -157 and -158 in this budget, after evaluations at
+    16,384 steps of -340, -326, -356 and -521 (docs/benchmarks.md, issue 15, tenth session).
     """
     config = load_run_config("pendulum_tf", ["train.total_steps=131072", "train.seed=2"])
     train(config, tmp_path, progress=quiet)
     returns = [value for _, value in scalars(tmp_path / "eval", "eval/mean_return")]
     assert len(returns) == 8  # Every 16,384 steps, the last at the end, 64 episodes each.
-    assert returns[0] < -500  # It starts bad ...
+    assert returns[0] < -300  # It starts bad ...
     assert max(returns) >= -200, returns  # ... and learns on the real environment.
 
 
