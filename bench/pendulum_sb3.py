@@ -9,7 +9,8 @@ machine hits every method alike):
 - `SB3 PPO (zoo)`: Stable-Baselines3's PPO with rl-baselines3-zoo's tuned Pendulum-v1
   hyperparameters (`SB3_PPO` below: 4 environments in a `DummyVecEnv`, gSDE), on the CPU,
   for up to `--sb3-steps` environment steps (SB3 finishes the rollout that crosses it),
-  with torch's default number of threads unless `--torch-threads` is given.
+  with torch's default number of threads unless `--torch-threads` is given; `--sb3-steps
+  0` leaves SB3 out, to compare configs (`--configs`) alone.
 - `batchrl pendulum`: the `pendulum` config (Gymnasium's Pendulum-v1 in this process).
 - `batchrl pendulum_tf`: the `pendulum_tf` config (Pendulum in TensorFlow ops), both for
   the config's own `train.total_steps` unless `--batchrl-steps` is given. `--configs`
@@ -301,7 +302,8 @@ def markdown(results: list[dict], info: dict[str, str], args) -> str:
         "| method | solved | median steps | median seconds | SB3 median s ÷ this |",
         "|---|---:|---:|---:|---:|",
     ]
-    sb3_median = _median([r for r in results if r["method"] == SB3_METHOD], "seconds")
+    sb3_runs = [r for r in results if r["method"] == SB3_METHOD]
+    sb3_median = _median(sb3_runs, "seconds") if sb3_runs else math.nan
     for method in methods:
         runs = [r for r in results if r["method"] == method]
         steps, seconds = _median(runs, "steps"), _median(runs, "seconds")
@@ -337,7 +339,7 @@ def _ratio(sb3: dict | None, run: dict) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--sb3-steps", type=int, default=100_000)
+    parser.add_argument("--sb3-steps", type=int, default=100_000, help="0: no SB3 runs")
     parser.add_argument(
         "--batchrl-steps", type=int, default=0, help="default: each config's train.total_steps"
     )
@@ -367,7 +369,8 @@ def main(argv=None) -> None:
     print(f"Versions: {info}; load average {os.getloadavg()}", file=sys.stderr)
     results = []
     for seed in args.seeds:
-        results.append(run_sb3(seed, args))
+        if args.sb3_steps:
+            results.append(run_sb3(seed, args))
         for name in args.configs:
             results.append(run_batchrl(name, seed, args))
     print(markdown(results, info, args))
