@@ -17,12 +17,13 @@ class Adam(tf.keras.optimizers.Adam):
         variable <- variable - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
     on the moment variables Keras made, so checkpoints, `iterations` and the learning rate
-    are Keras's own. AMSGrad and variables that are not TensorFlow resource variables take
-    Keras's update.
+    are Keras's own. AMSGrad, sparse gradients (`tf.IndexedSlices`, e.g. of a gathered
+    table) and variables that are not TensorFlow resource variables take Keras's update.
     """
 
     def update_step(self, gradient, variable, learning_rate):
-        if self.amsgrad or not isinstance(variable, tf.Variable):
+        sparse = isinstance(gradient, tf.IndexedSlices)
+        if self.amsgrad or sparse or not isinstance(variable, tf.Variable):
             return super().update_step(gradient, variable, learning_rate)
         # Keras's Adam.update_step finds the moments the same way.
         index = self._get_variable_index(variable)

@@ -97,3 +97,20 @@ def test_a_keras_adam_checkpoint_restores_into_it(tmp_path):
     assert int(ours.iterations) == STEPS
     for a, b in zip(ours.variables, keras.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_sparse_gradient_takes_keras_update():
+    def train(optimizer):
+        table = tf.Variable([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+        optimizer.build([table])
+        for _ in range(STEPS):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.gather(table, [0, 2, 0]) ** 2)
+            gradient = tape.gradient(loss, table)
+            assert isinstance(gradient, tf.IndexedSlices)
+            optimizer.apply_gradients([(gradient, table)])
+        return table.numpy()
+
+    ours = train(optimizers.Adam(LEARNING_RATE, epsilon=EPSILON))
+    keras = train(tf.keras.optimizers.Adam(LEARNING_RATE, epsilon=EPSILON))
+    np.testing.assert_array_equal(ours, keras)
