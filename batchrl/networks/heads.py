@@ -63,9 +63,9 @@ class PolicyHead(tf.Module):
             mean = self._center + self._scale * tf.tanh(mean)
         log_std = self.log_std if log_std is None else log_std
         scale = tf.exp(log_std) * tf.ones_like(mean)
-        # The same distribution as MultivariateNormalDiag (log_prob, entropy, KL, samples),
-        # without its linear operator and bijector: 335 fewer ops in PPO's training call,
-        # and a fifth less time to trace it.
+        # The same distribution as MultivariateNormalDiag (log_prob, entropy, KL and mode
+        # agree to rounding; the samples of a seed differ), without its linear operator and
+        # bijector: 335 fewer ops in PPO's training call, about 15% less time to trace it.
         return tfd.Independent(tfd.Normal(mean, scale), reinterpreted_batch_ndims=1)
 
     def to_env_action(self, sample):

@@ -9,7 +9,7 @@ class Adam(tf.keras.optimizers.Adam):
     """`tf.keras.optimizers.Adam` whose update of a variable is one `ResourceApplyAdam` op.
 
     Keras builds each variable's update from about 25 small ops (casts, powers, the moment
-    updates, the step), and their Python makes about a third of the cost of tracing a PPO
+    updates, the step), and their Python made about a fifth of the time to trace a PPO
     training call; every op is also lowered and compiled again under XLA. TensorFlow's
     `ResourceApplyAdam` kernel (with an XLA kernel) computes the same update,
 
