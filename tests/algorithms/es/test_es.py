@@ -238,18 +238,18 @@ def test_every_es_module_survives_a_checkpoint(small, tmp_path):
 
 
 def test_cartpole_es_learns_through_the_train_runner(tmp_path):
-    """cartpole_es in graph mode: evaluation return >= 475 after 100,000 steps.
+    """cartpole_es in graph mode: evaluation return >= 475 after 120,000 steps.
 
     Measured with these overrides, 16 evaluation episodes on Gymnasium's CartPole-v1 at
-    the end: seeds 0, 1, 2 stopped at 117,953, 126,876 and 112,849 steps (a generation
-    ends past the budget) with 500.0 each; with a budget of 80,000 they scored 486.9,
-    500.0 and 500.0, and with 60,000 405.3, 500.0 and 226.1. Without XLA: its compilation
-    took 20 s of the first call here, graph mode's trace 7 to 10 s, and the run about 20 s.
+    the end (since the ports' Philox resets, bc49931): seeds 0, 1, 2 stopped at 132,304,
+    136,740 and 123,854 steps (a generation ends past the budget) with 500.0, 492.6 and
+    500.0; with a budget of 100,000 they scored 466.8, 444.8 and 500.0. The run takes
+    about 7 s here.
     """
-    overrides = ["train.jit_compile=false", "train.total_steps=100000"]
-    config = load_run_config("cartpole_es", [*overrides, "train.eval_every=100000"])
+    overrides = ["train.jit_compile=false", "train.total_steps=120000"]
+    config = load_run_config("cartpole_es", [*overrides, "train.eval_every=120000"])
     result = train(config, tmp_path, progress=quiet)
-    assert 100000 <= result["step"] < 100000 + 64 * 500  # At most one generation more.
+    assert 120000 <= result["step"] < 120000 + 64 * 500  # At most one generation more.
     assert result["eval_return"] >= 475, result
 
 
