@@ -121,8 +121,9 @@ class ClassicControlEnv(InGraphEnv):
 
         # Philox is counter-based: the seed is its key and (environment, episode) numbers the
         # stream in the counter's high word, so nothing hashes a seed. `stateless_fold_in`
-        # and `stateless_uniform` each hash theirs with a Philox evaluation, which XLA
-        # inlines into several kernels: a third of the training program's instructions.
+        # and `stateless_uniform` each hash theirs with a Philox evaluation that XLA copies
+        # into several kernels, which made the training call's compile 0.4 s longer on
+        # cartpole_tf (docs/benchmarks.md, issue 15, eleventh session).
         key = tf.reshape(tf.cast(self._seed.variables["seed"], tf.uint64), [1])
 
         def draw(index_and_episode):
