@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from batchrl.core import Policy
 from batchrl.tools.checkpoints import Checkpoints
-from batchrl.tools.config import Config, ConfigError, save_config
+from batchrl.tools.config import Config, ConfigError, peek, save_config
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.run_config import (
@@ -55,7 +55,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     progress = progress or Progress()
     cfg = config.train
     if cfg.jit_compile or cfg.eval_jit_compile:
-        use_xla_cache(cfg.xla_cache)
+        _use_xla_cache(cfg.xla_cache, progress)
     # Python's, NumPy's, TensorFlow's and Keras's seeds; the weight initializers use Keras's.
     tf.keras.utils.set_random_seed(cfg.seed)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -211,6 +211,20 @@ def use_xla_cache(folder: str) -> None:
             "writable folder, or '' to compile without the cache."
         ) from error
     os.environ["TF_XLA_FLAGS"] = f"{flags} {_XLA_CACHE_FLAG}={path}".strip()
+
+
+def _use_xla_cache(folder: str, progress) -> None:
+    """`use_xla_cache`, except that the default folder, when unusable, only turns it off.
+
+    The TensorFlow-op presets compile with XLA, so a home folder that cannot be written
+    (or whose path has a space) must not stop them; a folder the config names must work.
+    """
+    try:
+        use_xla_cache(folder)
+    except ConfigError as error:
+        if folder != peek("default", "train.xla_cache"):
+            raise
+        progress(f"{error} Training without the cache: every run compiles.", final=True)
 
 
 def _reseed(env, seed: int) -> None:

@@ -1,5 +1,7 @@
 """The train script on environments written in TensorFlow ops, with and without XLA."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -122,6 +124,24 @@ def test_a_new_seed_loads_the_compiled_training_call_from_the_xla_cache(tmp_path
     first = run(0)
     assert len(first) == 1 and first[0].startswith("xla_compile_cache")
     assert run(1) == first
+
+
+def test_an_unusable_default_xla_cache_only_turns_the_cache_off(tmp_path, monkeypatch):
+    from batchrl.runners.train import _use_xla_cache
+
+    monkeypatch.delenv("TF_XLA_FLAGS")  # conftest names the session's cache there.
+    (tmp_path / "home").write_text("")  # ~/.cache cannot be made under a file.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    said = []
+
+    def progress(text, final=False):
+        said.append(text)
+
+    _use_xla_cache(load_run_config("pendulum_tf", []).train.xla_cache, progress)
+    assert "TF_XLA_FLAGS" not in os.environ
+    assert len(said) == 1 and "cannot be created" in said[0] and "without the cache" in said[0]
+    with pytest.raises(ConfigError, match="cannot be created"):  # A folder the config names.
+        _use_xla_cache(str(tmp_path / "home" / "xla"), progress)
 
 
 def test_an_unwritable_xla_cache_is_refused(tmp_path, monkeypatch):
