@@ -55,7 +55,7 @@ def export_policy(
     observations and states [N, S] to a dict of `action` and `state`, and
     `initial_state(N)` gives the states at the start of episodes. Load it with
     `tf.saved_model.load(path)` and call it on a batch of observations. The folder is
-    replaced atomically.
+    replaced atomically: if writing the new policy fails, the old one stays at `path`.
 
     Args:
       algo: an algorithm with an `act(observ, deterministic)` method, such as `PPO`.
@@ -79,7 +79,11 @@ def export_policy(
             old = path.with_name(path.name + ".old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)
-            os.replace(staging, path)
+            try:
+                os.replace(staging, path)
+            except BaseException:
+                os.replace(old, path)  # Never leave the run without its policy.
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, path)
