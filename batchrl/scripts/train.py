@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from batchrl.scripts.quiet import describe_devices, import_tensorflow
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -80,6 +82,7 @@ def main(argv=None) -> int:
     previous_hook, sys.unraisablehook = sys.unraisablehook, _quiet_about_signals(sys.unraisablehook)
     try:
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
+        import_tensorflow()
         from batchrl.runners.train import train
         from batchrl.tools.checkpoints import CheckpointError
         from batchrl.tools.config import ConfigError
@@ -93,6 +96,7 @@ def main(argv=None) -> int:
                 args.logdir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
             )
             print(f"Logging to {logdir}", file=sys.stderr)
+            print(describe_devices(), file=sys.stderr)
             train(config, logdir)
         except ConfigError as error:
             print(f"Config error: {error}", file=sys.stderr)

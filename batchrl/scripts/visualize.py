@@ -9,9 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from batchrl.scripts.quiet import import_tensorflow
+
+tf = import_tensorflow()  # Before anything imports TensorFlow, to hide its C++ log lines.
+
 import gymnasium as gym
 import numpy as np
-import tensorflow as tf
 
 from batchrl.runners.train import make_algorithm
 from batchrl.tools.config import Config, ConfigError

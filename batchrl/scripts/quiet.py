@@ -1,0 +1,80 @@
+"""TensorFlow imported without its C++ start-up log lines, for the entry points.
+
+Importing TensorFlow 2.21 on a machine without a GPU prints lines such as
+
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795641484.287230 3132 cudart_stub.cc:31] Could not find cuda drivers ...
+    E0000 00:00:1795641486.731897 3132 cuda_platform.cc:52] failed call to cuInit: ...
+
+from static initializers that run before absl's logging is set up, so
+`TF_CPP_MIN_LOG_LEVEL` cannot hide them (measured: with it set to 3 the first two
+kinds still print). `import_tensorflow` therefore sends file descriptor 2 to a
+temporary file while TensorFlow loads and finds its devices, and writes back every line
+that is not one of TensorFlow's C++ log lines: Python warnings and errors still show.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+
+# absl's prefix: severity letter, MMDD, time, thread id, file:line].
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w./-]+:\d+\] ")
+_NOISE = (
+    "WARNING: All log messages before absl::InitializeLog() is called",
+    "To enable the following instructions:",  # The second line of cpu_feature_guard's.
+)
+
+
+def is_tensorflow_log_line(line: str) -> bool:
+    """True for a line of TensorFlow's C++ logging (absl's format) and its known tails."""
+    return bool(_LOG_LINE.match(line)) or line.startswith(_NOISE)
+
+
+def import_tensorflow():
+    """Imports TensorFlow and lists its devices with its C++ log lines hidden.
+
+    Does nothing special if TensorFlow is already imported or the user set
+    `TF_CPP_MIN_LOG_LEVEL` (then they see what they asked for). Otherwise sets
+    `TF_CPP_MIN_LOG_LEVEL=2` for the rest of the process (C++ errors still print) and
+    drops the start-up lines described in the module docstring.
+
+    Returns:
+      The `tensorflow` module.
+    """
+    if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        import tensorflow as tf
+
+        return tf
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # CUDA's initialisation logs here.
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode(errors="replace")
+            kept = [line for line in text.splitlines() if not is_tensorflow_log_line(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
+    return tf
+
+
+def describe_devices() -> str:
+    """One line naming the devices TensorFlow will use, e.g. 'Devices: CPU (no GPU found)'."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return "Devices: CPU (no GPU found)"
+    names = ", ".join(gpu.name.removeprefix("/physical_device:") for gpu in gpus)
+    return f"Devices: {names} and CPU"
