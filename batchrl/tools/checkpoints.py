@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import tensorflow as tf
@@ -12,7 +13,7 @@ _NUMBER = re.compile(r"ckpt-(\d+)\.index$")
 
 
 class CheckpointError(RuntimeError):
-    """Checkpoints exist, but none of them can be restored."""
+    """Checkpoints exist, but none can be read, or one reads but does not fit the model."""
 
 
 class Untracked:
@@ -32,7 +33,9 @@ class Checkpoints:
     `restore` takes the newest checkpoint that reads. It finds checkpoints by their files
     as well as through the manager's `checkpoint` state file, so a missing or garbled
     state file never makes a run start over on top of its own checkpoints; a truncated or
-    partial newest checkpoint is skipped, with a message, for the previous one. Folders
+    partial newest checkpoint is skipped, with a message, for the previous one. One that
+    reads but does not fit the model (the code or config changed) stops the resume: an
+    older one would not fit either, and falling back would roll progress back. Folders
     `ckpt-N_temp*` that a kill during a save left behind are removed. Saves are TF's,
     which write to a temporary folder and rename.
     """
@@ -59,7 +62,8 @@ class Checkpoints:
             checkpoint of an older layout). None refuses such checkpoints.
 
         Raises:
-          CheckpointError: checkpoints exist, but none can be read.
+          CheckpointError: checkpoints exist, but none can be read; or the newest that
+            reads does not fit the model (the message names the variables that differ).
         """
         self._remove_temporary()
         candidates = self.candidates()
@@ -74,9 +78,10 @@ class Checkpoints:
                         raise
                     status.expect_partial()
             except (tf.errors.OpError, ValueError, IndexError, AssertionError) as error:
-                first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-                errors.append(f"{prefix}: {type(error).__name__}: {first}")
-                report(f"Cannot read checkpoint {prefix} ({type(error).__name__}: {first}).")
+                if _reads(prefix):
+                    raise CheckpointError(self._mismatch(prefix, error)) from error
+                errors.append(f"{prefix}: {_first_line(error)}")
+                report(f"Cannot read checkpoint {prefix} ({_first_line(error)}).")
                 continue
             if prefix != candidates[0] or prefix != self._manager.latest_checkpoint:
                 report(f"Resuming from {prefix}, the newest checkpoint that reads.")
@@ -97,6 +102,32 @@ class Checkpoints:
     def latest(self) -> str | None:
         return self._manager.latest_checkpoint
 
+    def _mismatch(self, prefix: str, error: Exception) -> str:
+        """Names the variables in which checkpoint `prefix` and the model differ."""
+        with tempfile.TemporaryDirectory() as folder:
+            model = _variables(self._checkpoint.write(str(Path(folder) / "model")))
+        saved = _variables(prefix)
+        differences = [
+            _listing("in the checkpoint only:", [saved[k] for k in saved if k not in model]),
+            _listing("in the model only:", [model[k] for k in model if k not in saved]),
+            _listing(
+                "other shape or type (checkpoint -> model):",
+                [
+                    f"{saved[k]} -> {model[k].partition(' ')[2]}"
+                    for k in saved.keys() & model.keys()
+                    if saved[k] != model[k]
+                ],
+            ),
+        ]
+        differences = [d for d in differences if d] or [_first_line(error)]
+        return (
+            f"{prefix} reads, but does not fit the model that this code and config build: "
+            + "; ".join(differences)
+            + ". The run stops rather than fall back to an older checkpoint, which would not "
+            "fit either and would roll progress back. Resume with the code and config that "
+            "wrote it, or use another --logdir for a new run."
+        )
+
     def _files(self):
         if not self.folder.is_dir():
             return []
@@ -106,3 +137,41 @@ class Checkpoints:
         if self.folder.is_dir():
             for path in self.folder.glob("ckpt-*_temp*"):
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+
+
+_SKIP = ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def _reads(prefix: str) -> bool:
+    """Whether every tensor of checkpoint `prefix` can be read from its files."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError):  # IndexError: a truncated file.
+        return False
+    return True
+
+
+def _variables(prefix: str) -> dict[str, str]:
+    """The variables of checkpoint `prefix`: key -> 'name shape dtype'."""
+    reader = tf.train.load_checkpoint(prefix)
+    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    return {
+        key: f"{key.removesuffix('/.ATTRIBUTES/VARIABLE_VALUE')} {shapes[key]} {dtypes[key].name}"
+        for key in shapes
+        if key not in _SKIP
+    }
+
+
+def _listing(what: str, items: list[str], most: int = 8) -> str:
+    """'what a, b and 3 more', or '' for no items."""
+    if not items:
+        return ""
+    shown = ", ".join(sorted(items)[:most])
+    return f"{what} {shown}" + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
