@@ -107,9 +107,9 @@ class ExternalProcess:
 
     Exceptions of the environment are re-raised as `RemoteEnvironmentError`; a worker that
     dies raises `WorkerDiedError` and a call that takes longer than `timeout` seconds raises
-    `TimeoutError`, both naming the worker. The worker ignores SIGINT, so that Ctrl-C
-    reaches only the trainer, which closes its workers on exit, and it exits by itself
-    when the trainer dies.
+    `TimeoutError`, both naming the worker. The worker runs in a session of its own and
+    ignores SIGINT, so that Ctrl-C reaches only the trainer, which closes its workers on
+    exit, and it exits by itself when the trainer dies.
     """
 
     def __init__(
@@ -145,6 +145,9 @@ class ExternalProcess:
             pass_fds=[child_conn.fileno()],
             stdin=subprocess.DEVNULL,
             env=dict(os.environ, PYTHONPATH=python_path),
+            # Out of the terminal's process group: Ctrl-C signals the trainer alone, also
+            # while the worker still imports (before `_worker` can ignore SIGINT).
+            start_new_session=True,
         )
         child_conn.close()
         self._finalizer = weakref.finalize(self, _shutdown, self._process, self._conn)
@@ -393,7 +396,7 @@ def _shutdown(process: subprocess.Popen, conn: multiprocessing.connection.Connec
 
 def _worker(conn: multiprocessing.connection.Connection, parent_pid: int) -> None:
     """Builds the environment and answers requests until asked to close."""
-    # Ctrl-C in a terminal signals the whole process group; the trainer handles it.
+    # The trainer handles Ctrl-C (a SIGINT sent to this process by pid, too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     try:

@@ -323,3 +323,14 @@ def test_close_from_another_thread_ends_a_waiting_call():
         with pytest.raises(ExternalProcessError, match="Cannot wait for step.*it was closed"):
             waiting.result(timeout=5)
     assert is_gone(env.pid)
+
+
+def test_the_worker_is_outside_the_terminals_process_group():
+    """Ctrl-C signals the terminal's process group: the worker, still importing, must not
+    get it (its SIGINT is ignored only once its module has loaded)."""
+    env = ExternalProcess(CountEnv)
+    try:
+        assert os.getpgid(env.pid) != os.getpgid(0)
+        assert os.getsid(env.pid) != os.getsid(0)
+    finally:
+        env.close()
