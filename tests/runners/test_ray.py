@@ -282,3 +282,36 @@ def test_central_inference_acts_for_all_actors_with_the_newest_weights(ray_clust
         assert runner.version == 3
         assert episodes >= 1  # Episodes end and are counted (CartPole's, of the initial policy).
     assert not wait_gone(pids)
+
+
+def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats(
+    ray_cluster, caplog
+):
+    """The first failure logs the remote traceback; the same from the replacement stops."""
+    import ray
+
+    from batchrl.runners.ray.actors import Actors
+
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class Buggy:
+        def work(self):
+            return {}["missing key"]
+
+    def fail(actors):
+        handle = actors.handles[0]
+        with pytest.raises(ray.exceptions.RayTaskError) as raised:
+            ray.get(handle.work.remote(), timeout=60)
+        return handle, raised.value
+
+    caplog.set_level(logging.WARNING)
+    actors = Actors(lambda index, restarts: Buggy.remote(), max_restarts=10, timeout=60)
+    actors.start(1)
+    try:
+        assert actors.replace(0, *fail(actors))
+        assert "Ray actor 0 failed (KeyError: 'missing key'); replacing it" in caplog.text
+        assert 'in work\n    return {}["missing key"]' in caplog.text  # The remote traceback.
+        with pytest.raises(RuntimeError, match="Ray actor 0, a replacement, raised KeyError"):
+            actors.replace(0, *fail(actors))
+        assert actors.restarts == 2  # Not ray.max_actor_restarts=10.
+    finally:
+        actors.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 
@@ -99,7 +100,10 @@ class Actors:
     """Ray actors of one kind, their replacement when they die, and their end.
 
     Actors are spread over the nodes (Ray's SPREAD strategy). A failed call is logged and
-    its actor replaced, up to `max_restarts` times in all; `close` kills every actor.
+    its actor replaced, up to `max_restarts` times in all; an exception raised by the
+    actor's own code is logged with its remote traceback the first time, and stops the
+    run when a replaced actor raises it again, since a restart cannot fix a bug. `close`
+    kills every actor.
     """
 
     def __init__(self, make_actor: Callable[[int, int], object], max_restarts: int, timeout):
@@ -108,6 +112,8 @@ class Actors:
         self.timeout = timeout
         self.restarts = 0
         self.handles: list = []
+        self._replaced: set[int] = set()  # Indices whose actor is a replacement.
+        self._errors: set[str] = set()  # The exceptions that actors' code raised so far.
 
     def start(self, count: int) -> None:
         self.handles = [self._make_actor(index, 0) for index in range(count)]
@@ -116,28 +122,40 @@ class Actors:
         """Replaces actor `index` if `handle` is still it; returns whether it did.
 
         Raises:
-          RuntimeError: actors failed more than `max_restarts` times.
+          RuntimeError: actors failed more than `max_restarts` times, or a replaced actor
+            raised the same exception as an actor before it.
         """
         if self.handles[index] is not handle:
             return False  # Replaced already, on an earlier failed call.
         ray.kill(handle, no_restart=True)
         self.restarts += 1
-        message = str(error).strip().splitlines()
+        raised = _raised(error)
+        if raised is not None and raised in self._errors and index in self._replaced:
+            raise RuntimeError(
+                f"Ray actor {index}, a replacement, raised {raised} again: restarting does "
+                "not fix an error in the actors' code or environments, so training stops "
+                "(the remote traceback was logged at its first failure)."
+            ) from error
+        what = raised or _first_line(error)
         if self.restarts > self._max_restarts:
             raise RuntimeError(
                 f"Ray actor {index} failed, and actors have failed {self.restarts} times in "
-                f"all, more than ray.max_actor_restarts={self._max_restarts}. Its error: "
-                f"{type(error).__name__}: {message[0] if message else ''}"
+                f"all, more than ray.max_actor_restarts={self._max_restarts}. Its error: {what}"
             ) from error
+        traceback = ""
+        if raised is not None and raised not in self._errors:
+            self._errors.add(raised)
+            traceback = "\n" + _ANSI.sub("", str(error)).strip()
         logger.warning(
-            "Ray actor %d failed (%s: %s); replacing it (restart %d of at most %d).",
+            "Ray actor %d failed (%s); replacing it (restart %d of at most %d).%s",
             index,
-            type(error).__name__,
-            message[0] if message else "",
+            what,
             self.restarts,
             self._max_restarts,
+            traceback,
         )
         self.handles[index] = self._make_actor(index, self.restarts)
+        self._replaced.add(index)
         return True
 
     def wait(self, refs: list, what: str, deadline: float) -> list:
@@ -165,3 +183,25 @@ class Actors:
             except Exception as error:  # noqa: BLE001  # One that is gone already is fine.
                 logger.debug("ray.kill: %s", error)
         self.handles = []
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the task names in its tracebacks.
+
+
+def _raised(error: BaseException) -> str | None:
+    """'Type: message' of an exception that an actor's code raised; None for a death.
+
+    A method's exception arrives as a `RayTaskError` carrying it; one of the constructor
+    as a `RayActorError` whose text ends with it.
+    """
+    if isinstance(error, ray.exceptions.RayTaskError) and error.cause is not None:
+        return f"{type(error.cause).__name__}: {error.cause}".strip()
+    if getattr(error, "actor_init_failed", False):
+        lines = _ANSI.sub("", str(error)).strip().splitlines()
+        return lines[-1].strip() if lines else None
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = _ANSI.sub("", str(error)).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
