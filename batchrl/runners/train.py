@@ -84,6 +84,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
             tracked["env"] = batch_env
         checkpoint = tf.train.Checkpoint(**tracked)
         checkpoints = Checkpoints(checkpoint, logdir / "checkpoints")
+        earlier_run = (logdir / "config.yaml").exists()
         _write_config(config, logdir)
         report = lambda text: progress(text, final=True)  # noqa: E731
         restored = checkpoints.restore(report, allow_partial=_is_old_checkpoint)
@@ -95,6 +96,8 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
                     "were restored; experience buffers start empty.",
                     final=True,
                 )
+        elif earlier_run:
+            progress(_starting_over(logdir), final=True)
         # New seeds after a resume, so that environments whose state is not in the
         # checkpoint (Gymnasium's) do not replay the same episodes.
         if not _holds_its_state(batch_env):
@@ -138,6 +141,21 @@ def _check_resume(config: Config, logdir: Path) -> None:
                 "a new run."
             )
     _check_writable(logdir)
+
+
+def _starting_over(logdir: Path) -> str:
+    """Says that the run in `logdir` lost its checkpoints and starts again from step 0."""
+    message = (
+        f"{logdir} holds a run (its config.yaml) but no checkpoint: training starts from step 0"
+    )
+    summaries = [name for name in ("train", "eval") if (logdir / name).is_dir()]
+    if not summaries:
+        return message + "."
+    folders = " and ".join(f"{name}/" for name in summaries)
+    return (
+        f"{message}; the earlier run's summaries stay in {folders}, where the new curves "
+        "will be drawn over them (use another --logdir to keep them apart)."
+    )
 
 
 def _is_old_checkpoint(prefix: str, error=None) -> bool:
