@@ -19,7 +19,7 @@ process, SB3 first in even repeats and batchrl first in odd ones. Neither side e
 - `SB3 PPO`: SB3's PPO with the config's hyperparameters (`sb3_kwargs`), its environments
   in a `DummyVecEnv` behind `VecNormalize`, on the CPU with `--torch-threads` threads
   (default 1: two spin-wait on the shared cores and slow SB3 many times; see
-  docs/benchmarks.md). The clock covers building environments and model, and `learn`.
+  docs/lab-log.md). The clock covers building environments and model, and `learn`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mean return of the routing heuristics on NSFNET and GEANT2, beside REFERENCE.md's SAP.
+"""Mean return of the routing heuristics on NSFNET and GEANT2, beside a reference SAP figure.
 
 Each network of a batch of in-graph `Routing` environments plays one whole episode with
 the heuristic through `simulate` (XLA-compiled); the first episode of each network counts.
@@ -17,7 +17,9 @@ import tensorflow as tf
 from batchrl.envs.routing import HEURISTICS, Heuristic, Routing
 from batchrl.tools.simulate import simulate
 
-# REFERENCE.md, section 5: SAP over 1000 episodes, standard error about 0.3.
+# SAP over 1000 episodes of the authors' environment (BNN-UPC/DRL-ES-OTN), standard error
+# about 0.3: a figure from a written summary of their code, not reproduced here and not in
+# the paper (arXiv:2202.00360), which gives no SAP numbers in its text.
 REFERENCE_SAP = {"nsfnet": 26.6, "geant2": 22.2}
 
 

@@ -123,7 +123,7 @@ class ClassicControlEnv(InGraphEnv):
         # stream in the counter's high word, so nothing hashes a seed. `stateless_fold_in`
         # and `stateless_uniform` each hash theirs with a Philox evaluation that XLA copies
         # into several kernels, which made the training call's compile 0.4 s longer on
-        # cartpole_tf (docs/benchmarks.md, issue 15, eleventh session).
+        # cartpole_tf (docs/lab-log.md, 2026-11-25, commit bc49931).
         key = tf.reshape(tf.cast(self._seed.variables["seed"], tf.uint64), [1])
 
         def draw(index_and_episode):

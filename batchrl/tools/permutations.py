@@ -2,8 +2,8 @@
 
 `tf.argsort` of random keys is the usual shuffle, but XLA on CPU sorts with a compiled
 comparator called once per comparison: a permutation of 2,048 rows costs about 0.4 ms,
-and PPO's ten per `cartpole_tf` call were 10 to 20% of the call (docs/benchmarks.md,
-issue 15). Here a permutation is a keyed Feistel network, a bijection on the smallest
+and PPO's ten per `cartpole_tf` call were 10 to 20% of the call (docs/lab-log.md,
+2026-11-25). Here a permutation is a keyed Feistel network, a bijection on the smallest
 power of two at least `size` (TensorFlow's `RandomIndexShuffle` is built the same way,
 but XLA cannot compile it). When `size` is not a power of two, the network maps 0, 1,
 2, ... to distinct values, those below `size` are kept in that order, and a cumulative
