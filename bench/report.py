@@ -1,0 +1,382 @@
+"""Regenerates every number of the README's benchmark table at HEAD.
+
+    python bench/report.py                        # every row; results to bench/results/
+    python bench/report.py --rows presets --presets pendulum cartpole --seeds 0 1 2 3 4
+    python bench/report.py --write                # from the saved results: README.md and
+                                                  # docs/benchmarks.md between their markers
+
+Rows (each saved as bench/results/<row>.json with its command, seeds, machine, load
+average before and after, versions and commit, so that `--write` can assemble them):
+
+- `presets`: each preset of `PRESETS` trained with the train script, as a user runs it,
+  for its own `train.total_steps`, on seeds 0 to 4 (`--seeds`); the final evaluation (the
+  deterministic policy's mean return over the preset's `train.eval_episodes`, on
+  Gymnasium's environment also for the TensorFlow-op presets), k of n seeds at or above
+  the task's threshold, and the train script's own wall-clock.
+- `sb3`: wall-clock to Pendulum-v1 >= -200 of `pendulum` and `pendulum_tf` against
+  Stable-Baselines3's tuned PPO, through bench/pendulum_sb3.py, once with one torch thread
+  and once with two; each ratio is taken in its own invocation, and the table quotes the
+  invocation whose SB3 was faster. Unsolved seeds count as infinite time in medians.
+- `envs`: steps per second of the environments in TensorFlow ops against Gymnasium's
+  vector environments (bench/tf_envs.py), best batch size against best batch size.
+- `random`: Pendulum-v1's return under uniformly random actions, the floor of the scale.
+
+Timings are only comparable within a row: run nothing else on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
+
+# Preset -> the task's threshold (Pendulum-v1: -200, CartPole-v1: 475).
+PRESETS = {
+    "pendulum": -200.0,
+    "pendulum_tf": -200.0,
+    "cartpole": 475.0,
+    "cartpole_tf": 475.0,
+    "cartpole_impala": 475.0,
+    "cartpole_es": 475.0,
+    "pendulum_es": -200.0,
+}
+_FINAL = re.compile(
+    r"step ([\d,]+)/[\d,]+ \(100%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
+    r"\| ([\d.]+) s at"
+)
+
+
+def machine() -> dict:
+    """The CPU model, cores, versions and commit a row was measured with."""
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {"python": platform.python_version()}
+    for package in ("tensorflow", "gymnasium", "numpy", "stable-baselines3", "torch"):
+        try:
+            from importlib.metadata import version
+
+            versions[package] = version(package)
+        except Exception:
+            pass
+    commit = _git("rev-parse", "--short", "HEAD")
+    if _git("status", "--porcelain", "--untracked-files=no", "--", "batchrl", "bench"):
+        commit += " (with uncommitted changes)"
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "versions": versions,
+        "commit": commit,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
+    """One run of the train script; its final evaluation and wall-clock."""
+    with tempfile.TemporaryDirectory() as logdir:
+        command = [
+            sys.executable, "-m", "batchrl.scripts.train", f"--config={preset}",
+            f"--logdir={logdir}", "--set", f"train.seed={seed}",
+            *[arg for key in overrides for arg in ("--set", key)],
+        ]  # fmt: skip
+        start = time.perf_counter()
+        result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        wall = time.perf_counter() - start
+    finals = _FINAL.findall(result.stderr)
+    if result.returncode or not finals:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    steps, _, final, seconds = finals[-1]
+    return {
+        "seed": seed,
+        "steps": int(steps.replace(",", "")),
+        "final": float(final),
+        "train_seconds": float(seconds),
+        "process_seconds": round(wall, 2),
+    }
+
+
+def row_presets(args) -> dict:
+    rows = []
+    for preset in args.presets:
+        threshold = PRESETS[preset]
+        info, load_before = machine(), _load()
+        runs = []
+        for seed in args.seeds:
+            run = train_preset(preset, seed, args.set)
+            runs.append(run)
+            print(f"{preset} seed {seed}: {run}", file=sys.stderr, flush=True)
+        solved = sum(run["final"] >= threshold for run in runs)
+        rows.append({
+            "preset": preset,
+            "threshold": threshold,
+            "overrides": list(args.set),
+            "runs": runs,
+            "solved": solved,
+            "median_final": statistics.median(run["final"] for run in runs),
+            "median_train_seconds": statistics.median(run["train_seconds"] for run in runs),
+            "load_before": load_before,
+            "load_after": _load(),
+            "machine": info,
+            "command": f"python bench/report.py --rows presets --presets {preset} "
+            f"--seeds {' '.join(map(str, args.seeds))}"
+            + "".join(f" --set {key}" for key in args.set),
+        })  # fmt: skip
+        save_preset(rows[-1])
+    return _saved_presets()
+
+
+def save_preset(row: dict) -> None:
+    """Merges one preset's row into bench/results/presets.json, replacing an older one."""
+    rows = {r["preset"]: r for r in _saved_presets()["presets"]}
+    rows[row["preset"]] = row
+    ordered = [rows[name] for name in PRESETS if name in rows]
+    save("presets", {"presets": ordered})
+
+
+def _saved_presets() -> dict:
+    path = RESULTS / "presets.json"
+    return json.loads(path.read_text()) if path.exists() else {"presets": []}
+
+
+def markdown_presets(result: dict) -> list[str]:
+    lines = []
+    for row in result["presets"]:
+        finals = " / ".join(f"{run['final']:.1f}" for run in row["runs"])
+        seeds = f"{row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
+        budget = row["runs"][0]["steps"]
+        lines.append(
+            f"| `{row['preset']}`: final evaluation at its budget ({budget:,} steps), "
+            f"seeds {seeds} | **{row['solved']}/{len(row['runs'])}** at "
+            f"{row['threshold']:g} or better; {finals} (median {row['median_final']:.1f}); "
+            f"median {row['median_train_seconds']:.0f} s per run "
+            f"(load {row['load_before']} -> {row['load_after']}) |"
+        )
+    return lines
+
+
+def _bench(script: str, *args: str) -> dict:
+    """Runs bench/<script> with `--json`; its saved results."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "out.json"
+        command = [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(path)]
+        subprocess.run(command, check=True, timeout=7200, stdout=sys.stderr)
+        return json.loads(path.read_text())
+
+
+def row_sb3(args) -> dict:
+    seeds = [str(seed) for seed in args.seeds]
+    invocations = []
+    for threads in (1, 2):
+        with tempfile.TemporaryDirectory() as cache:
+            result = _bench(
+                "pendulum_sb3.py", "--seeds", *seeds, "--torch-threads", str(threads),
+                "--xla-cache", cache,
+            )  # fmt: skip
+        invocations.append({"torch_threads": threads, "results": result["results"]})
+    return {
+        "command": f"python bench/report.py --rows sb3 --seeds {' '.join(seeds)} (runs "
+        f"python bench/pendulum_sb3.py --seeds {' '.join(seeds)} --torch-threads 1, then 2)",
+        "invocations": invocations,
+    }
+
+
+def _median_seconds(runs: list[dict]) -> float:
+    """Median seconds to the target, an unsolved run counting as infinite."""
+    return statistics.median(r["seconds"] if r["solved"] else math.inf for r in runs)
+
+
+def markdown_sb3(result: dict) -> list[str]:
+    def sb3_runs(invocation):
+        return [r for r in invocation["results"] if r["method"].startswith("SB3")]
+
+    best = min(result["invocations"], key=lambda inv: _median_seconds(sb3_runs(inv)))
+    sb3 = sb3_runs(best)
+    sb3_median = _median_seconds(sb3)
+    others = []
+    for inv in result["invocations"]:
+        if inv is not best:
+            others.append(
+                f"{inv['torch_threads']} torch thread(s): SB3 median "
+                f"{_seconds(_median_seconds(sb3_runs(inv)))}"
+            )
+    parts = []
+    for method in dict.fromkeys(r["method"] for r in best["results"]):
+        if method.startswith("SB3"):
+            continue
+        runs = [r for r in best["results"] if r["method"] == method]
+        median = _median_seconds(runs)
+        ratio = sb3_median / median if math.isfinite(median) else 0.0
+        parts.append(
+            f"`{method.removeprefix('batchrl ')}` **{ratio:.2f}x** "
+            f"({sum(r['solved'] for r in runs)}/{len(runs)} solved, median {_seconds(median)})"
+        )
+    return [
+        f"| Wall-clock to Pendulum-v1 >= -200 vs Stable-Baselines3's tuned PPO (rl-baselines3-"
+        f"zoo), median of {len(sb3)} seeds, same evaluation (32 episodes every 4,096 steps), "
+        f"SB3 at its faster thread count ({best['torch_threads']}) | "
+        + "; ".join(parts)
+        + f"; SB3 {sum(r['solved'] for r in sb3)}/{len(sb3)} solved, median "
+        f"{_seconds(sb3_median)} ({'; '.join(others)}) |"
+    ]
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if math.isfinite(value) else "not reached"
+
+
+def row_envs(args) -> dict:
+    return {
+        "command": "python bench/report.py --rows envs (runs python bench/tf_envs.py "
+        "--batch-sizes 1 16 256 4096)",
+        "results": _bench("tf_envs.py", "--batch-sizes", "1", "16", "256", "4096"),
+    }
+
+
+def markdown_envs(result: dict) -> list[str]:
+    lines = []
+    for env_id, rows in result["results"].items():
+        gym_size, gym_row = max(rows.items(), key=lambda item: item[1]["gymnasium"])
+        tf_size, tf_row = max(rows.items(), key=lambda item: max(item[1]["graph"], item[1]["xla"]))
+        tf_rate = max(tf_row["graph"], tf_row["xla"])
+        mode = "XLA" if tf_row["xla"] >= tf_row["graph"] else "graph"
+        lines.append(
+            f"| {env_id} in TensorFlow ops vs Gymnasium's vector env, same policy, each at its "
+            f"best batch size (1 to 4,096) | **{tf_rate / gym_row['gymnasium']:.0f}x**: "
+            f"{tf_rate:,.0f} steps/s ({mode}, {tf_size} environments) against "
+            f"{gym_row['gymnasium']:,.0f} ({gym_size} environments) |"
+        )
+    return lines
+
+
+def row_random(args) -> dict:
+    """Uniformly random actions on Gymnasium's Pendulum-v1, 1,000 episodes."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make("Pendulum-v1")
+    env.action_space.seed(0)
+    returns = []
+    for episode in range(1000):
+        env.reset(seed=episode)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            total, done = total + reward, terminated or truncated
+        returns.append(total)
+    return {
+        "command": "python bench/report.py --rows random",
+        "episodes": len(returns),
+        "mean": float(np.mean(returns)),
+        "std": float(np.std(returns)),
+    }
+
+
+def markdown_random(result: dict) -> list[str]:
+    return [
+        f"| Pendulum-v1 under uniformly random actions ({result['episodes']:,} episodes), "
+        f"the bottom of the scale | {result['mean']:,.1f} (standard deviation "
+        f"{result['std']:,.1f}) |"
+    ]
+
+
+ROWS = {
+    "presets": (row_presets, markdown_presets),
+    "sb3": (row_sb3, markdown_sb3),
+    "envs": (row_envs, markdown_envs),
+    "random": (row_random, markdown_random),
+}
+
+
+def save(name: str, result: dict) -> None:
+    """Writes bench/results/<name>.json atomically."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(temporary, path)
+
+
+def markdown(names: list[str]) -> str:
+    """The table of every saved row, with each row's date, machine and command below it."""
+    lines = ["| what | result |", "|---|---|"]
+    notes = []
+    for name in names:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            continue
+        result = json.loads(path.read_text())
+        lines += ROWS[name][1](result)
+        for part in result.get("presets", [result]):
+            m = part["machine"]
+            notes.append(
+                f"- {part.get('preset', name)}: {m['date']}, commit {m['commit']}, {m['cpu']} "
+                f"({m['cores']} cores), "
+                + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+                + f"; `{part['command']}`"
+            )
+    return "\n".join([*lines, "", "Measured:", "", *notes])
+
+
+def write(text: str, path: Path) -> None:
+    """Replaces what stands between the report markers in `path`."""
+    content = path.read_text()
+    start, end = content.index(BEGIN) + len(BEGIN), content.index(END)
+    new = f"{content[:start]}\n{text}\n{content[end:]}"
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(new)
+    os.replace(temporary, path)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--set", action="append", default=[], help="override for presets")
+    parser.add_argument("--write", action="store_true", help="only assemble saved results")
+    args = parser.parse_args(argv)
+    if args.write:
+        text = markdown(list(ROWS))
+        for path in (ROOT / "README.md", ROOT / "docs" / "benchmarks.md"):
+            write(text, path)
+        print(text)
+        return
+    for name in args.rows:
+        info, load_before = machine(), _load()
+        result = ROWS[name][0](args)
+        if name != "presets":  # Saved preset by preset, each with its machine.
+            result.update(machine=info, load_before=load_before, load_after=_load())
+            save(name, result)
+        print("\n".join(ROWS[name][1](result)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
