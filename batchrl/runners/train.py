@@ -99,12 +99,10 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         elif earlier_run:
             progress(_starting_over(logdir), final=True)
         # New seeds after a resume, so that environments whose state is not in the
-        # checkpoint (Gymnasium's) do not replay the same episodes.
+        # checkpoint (Gymnasium's) do not replay the same episodes. Each evaluation seeds
+        # its environments from the seed and its step (`run`).
         if not _holds_its_state(batch_env):
             _reseed(batch_env, cfg.seed + int(step))
-        _reseed(eval_env, cfg.seed + int(step) + 10**6)
-        if final_eval_env is not None:
-            _reseed(final_eval_env, cfg.seed + int(step) + 10**6)
         trainer = make_trainer(config, algo, batch_env, seed=cfg.seed + int(step))
         policy = algo if isinstance(algo, Policy) else None
         if policy is None:

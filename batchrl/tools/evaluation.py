@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.tools import summary
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import needs_autograph, simulate
 
 
@@ -97,6 +98,7 @@ class Evaluation:
         jit_compile: bool = False,
         max_steps: int = 100_000,
     ):
+        self._batch_env = batch_env
         self._recorder = EpisodeRecorder(algo, len(batch_env))
         self._rounds = math.ceil(episodes / len(batch_env))
         self._jit_compile = jit_compile
@@ -114,8 +116,18 @@ class Evaluation:
         else:
             self._call = tf.function(chunk, autograph=autograph)
 
-    def run(self, writer=None, step=None) -> dict[str, float]:
-        """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries."""
+    def run(self, writer=None, step=None, seed: int | None = None) -> dict[str, float]:
+        """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries.
+
+        Args:
+          writer: a summary writer for `eval/mean_return` and `eval/mean_length`, or None.
+          step: the step of the summaries.
+          seed: when given, the environments' random streams restart from it first
+            (`restart_streams`), so that equal weights and seeds give equal episodes,
+            whatever the environments did before.
+        """
+        if seed is not None:
+            restart_streams(self._batch_env, seed)
         returns, lengths = [], []
         for _ in range(self._rounds):
             if self._jit_compile:
@@ -138,6 +150,26 @@ class Evaluation:
                 summary.scalar("eval/mean_return", result["mean_return"])
                 summary.scalar("eval/mean_length", result["mean_length"])
         return result
+
+
+def restart_streams(batch_env, seed: int) -> None:
+    """Restarts the random streams of the episodes of `batch_env` from `seed`.
+
+    Gymnasium's environments (an `InGraphBatchEnv`) are reset with seed `seed + i`, which
+    seeds the streams of their later episodes. An environment in TensorFlow ops gets the
+    seed, and its episode counters, which number the draws of its initial states, go back
+    to zero (`restart_streams` of environments that have one, such as routing's).
+    """
+    seed %= 2**31
+    if isinstance(batch_env, InGraphBatchEnv):
+        batch_env.batch_env.reset(seed=seed)
+    elif hasattr(batch_env, "restart_streams"):
+        batch_env.restart_streams(seed)
+    elif hasattr(batch_env, "seed"):
+        batch_env.seed = seed
+        episodes = getattr(batch_env, "episodes", None)  # The classic-control ports'.
+        if isinstance(episodes, tf.Variable):
+            episodes.assign(tf.zeros_like(episodes))
 
 
 def first_episodes(batch_env, recorder: EpisodeRecorder, max_steps: int, steps_per_call: int = 1):

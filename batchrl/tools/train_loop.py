@@ -142,7 +142,8 @@ def run(
                 progress(message, final=True)
                 raise Interrupted(signals.received, message)
             if next_eval is not None and int(step) >= next_eval:
-                last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+                result = evaluation.run(eval_writer, step, _eval_seed(cfg.seed, int(step)))
+                last["eval_return"] = result["mean_return"]
                 next_eval = _next_multiple(int(step), cfg.eval_every)
                 evaluated_at = int(step)
                 if best is not None:
@@ -158,7 +159,8 @@ def run(
         evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes)
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
-        last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+        result = evaluation.run(eval_writer, step, _eval_seed(cfg.seed, int(step)))
+        last["eval_return"] = result["mean_return"]
         if best is not None and final_eval_env is None:  # Comparable with the others.
             best.offer(int(step), last["eval_return"], progress)
     if policy is not None:
@@ -194,6 +196,12 @@ class BestPolicy:
         self.best = eval_return
         progress(f"Best evaluation so far, {eval_return:.2f}: exported to {self.path}.", final=True)
         return True
+
+
+def _eval_seed(seed: int, step: int) -> int:
+    """The seed of the evaluation at `step`: equal weights at a step evaluate equally,
+    whether the run was resumed or not (the training environments use `seed + step`)."""
+    return seed + 10**6 + step
 
 
 def _next_multiple(value: int, every: int) -> int:

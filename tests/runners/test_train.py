@@ -1,7 +1,13 @@
-"""Tests for `batchrl.runners.train`: what a run says when it starts."""
+"""Tests for `batchrl.runners.train`: what a run says when it starts, what a resume keeps."""
+
+import pytest
 
 from batchrl.runners import train
 from batchrl.tools import load_run_config
+
+
+def quiet(*_, **__):
+    pass
 
 
 def _train(logdir, steps):
@@ -26,3 +32,20 @@ def test_a_run_whose_checkpoints_were_deleted_says_that_it_starts_from_step_0(tm
     assert messages.index(said[0]) < messages.index(
         next(text for text in messages if text.startswith("First training call"))
     )
+
+
+@pytest.mark.parametrize("eval_on_gymnasium", [False, True])
+def test_a_resumed_run_evaluates_as_the_uninterrupted_one(tmp_path, eval_on_gymnasium):
+    """With environments in TensorFlow ops the weights are equal, and so the evaluations."""
+    overrides = [
+        "env.backend=tensorflow",
+        f"env.eval_on_gymnasium={eval_on_gymnasium}",
+        "train.eval_every=64",
+        "train.checkpoint_every=128",
+    ]
+    whole = load_run_config("debug", [*overrides, "train.total_steps=256"])
+    expected = train(whole, tmp_path / "whole", progress=quiet)
+    half = load_run_config("debug", [*overrides, "train.total_steps=128"])
+    train(half, tmp_path / "resumed", progress=quiet)
+    actual = train(whole, tmp_path / "resumed", progress=quiet)
+    assert actual["eval_return"] == expected["eval_return"]

@@ -1,12 +1,17 @@
 """EpisodeRecorder records each agent's first episode, in graph mode and under XLA."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.tools import simulate
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.environments import make_tensorflow_env
 from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.policy_evaluator import PolicyEvaluator
 from tests.tools._in_graph_envs import Countdown
 
 BATCH = 300
@@ -91,3 +96,38 @@ def test_compiled_evaluation_stops_at_max_steps():
     np.testing.assert_allclose(
         result["mean_return"], (np.minimum(LENGTHS, 16) * (RETURNS // LENGTHS)).mean()
     )
+
+
+class _Damping(tf.Module):
+    """A deterministic policy for Pendulum: torque against the angular velocity."""
+
+    def act(self, observ, deterministic=True):
+        return tf.clip_by_value(-observ[:, 2:], -2.0, 2.0)  # [B, 1]
+
+
+def _pendulums(backend):
+    if backend == "tensorflow":
+        return make_tensorflow_env("Pendulum-v1", 2, seed=5)
+    envs = [gym.make("Pendulum-v1") for _ in range(2)]
+    return InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=5)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "gymnasium"])
+def test_evaluations_with_one_seed_give_one_return_whatever_ran_before(backend):
+    """As a resumed run's fresh environments and an uninterrupted run's used ones do."""
+    policy = _Damping()
+
+    def evaluate(env, seed):
+        evaluation = Evaluation(env, PolicyEvaluator(policy, len(env)), episodes=4)
+        return evaluation.run(seed=seed)["mean_return"]
+
+    fresh, used = _pendulums(backend), _pendulums(backend)
+    try:
+        expected = evaluate(fresh, 7)
+        evaluate(used, 3)  # Earlier evaluations of an uninterrupted run.
+        assert evaluate(used, 7) == expected
+        assert evaluate(used, 8) != expected  # The seed matters.
+    finally:
+        for env in (fresh, used):
+            if hasattr(env, "close"):  # Gymnasium's.
+                env.close()
