@@ -98,7 +98,6 @@ class Evaluation:
         jit_compile: bool = False,
         max_steps: int = 100_000,
     ):
-        self._batch_env = batch_env
         self._recorder = EpisodeRecorder(algo, len(batch_env))
         self._rounds = math.ceil(episodes / len(batch_env))
         self._jit_compile = jit_compile
@@ -116,18 +115,12 @@ class Evaluation:
         else:
             self._call = tf.function(chunk, autograph=autograph)
 
-    def run(self, writer=None, step=None, seed: int | None = None) -> dict[str, float]:
+    def run(self, writer=None, step=None) -> dict[str, float]:
         """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries.
 
-        Args:
-          writer: a summary writer for `eval/mean_return` and `eval/mean_length`, or None.
-          step: the step of the summaries.
-          seed: when given, the environments' random streams restart from it first
-            (`restart_streams`), so that equal weights and seeds give equal episodes,
-            whatever the environments did before.
+        The episodes continue the environments' random streams; `restart_streams` first
+        makes them depend on a seed alone (equal weights then give equal returns).
         """
-        if seed is not None:
-            restart_streams(self._batch_env, seed)
         returns, lengths = [], []
         for _ in range(self._rounds):
             if self._jit_compile:
@@ -155,10 +148,12 @@ class Evaluation:
 def restart_streams(batch_env, seed: int) -> None:
     """Restarts the random streams of the episodes of `batch_env` from `seed`.
 
-    Gymnasium's environments (an `InGraphBatchEnv`) are reset with seed `seed + i`, which
-    seeds the streams of their later episodes. An environment in TensorFlow ops gets the
-    seed, and its episode counters, which number the draws of its initial states, go back
-    to zero (`restart_streams` of environments that have one, such as routing's).
+    The train loop calls it before each evaluation with the run's seed and the step, so
+    that a resumed run evaluates as the uninterrupted one. Gymnasium's environments (an
+    `InGraphBatchEnv`) are reset with seed `seed + i`, which seeds the streams of their
+    later episodes. An environment in TensorFlow ops gets the seed, and its episode
+    counters, which number the draws of its initial states, go back to zero (through
+    `restart_streams` in environments that have one, such as routing's).
     """
     seed %= 2**31
     if isinstance(batch_env, InGraphBatchEnv):

@@ -15,7 +15,7 @@ import tensorflow as tf
 from batchrl.core import Trainer
 from batchrl.tools import summary
 from batchrl.tools.checkpoints import Checkpoints
-from batchrl.tools.evaluation import Evaluation
+from batchrl.tools.evaluation import Evaluation, restart_streams
 from batchrl.tools.export import METADATA, export_policy
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.policy_evaluator import PolicyEvaluator
@@ -142,8 +142,8 @@ def run(
                 progress(message, final=True)
                 raise Interrupted(signals.received, message)
             if next_eval is not None and int(step) >= next_eval:
-                result = evaluation.run(eval_writer, step, _eval_seed(cfg.seed, int(step)))
-                last["eval_return"] = result["mean_return"]
+                restart_streams(eval_env, _eval_seed(cfg.seed, int(step)))
+                last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
                 next_eval = _next_multiple(int(step), cfg.eval_every)
                 evaluated_at = int(step)
                 if best is not None:
@@ -154,13 +154,15 @@ def run(
             progress(_status(int(step), cfg.total_steps, rate, last))
     if not (checkpoints.latest or "").endswith(f"-{int(step)}"):
         checkpoints.save(int(step))
+    final_env = eval_env
     if final_eval_env is not None and evaluation is not None:
+        final_env = final_eval_env
         evaluator = PolicyEvaluator(policy, len(final_eval_env))
         evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes)
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
-        result = evaluation.run(eval_writer, step, _eval_seed(cfg.seed, int(step)))
-        last["eval_return"] = result["mean_return"]
+        restart_streams(final_env, _eval_seed(cfg.seed, int(step)))
+        last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
         if best is not None and final_eval_env is None:  # Comparable with the others.
             best.offer(int(step), last["eval_return"], progress)
     if policy is not None:

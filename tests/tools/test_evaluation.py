@@ -9,7 +9,7 @@ from batchrl.core import Algorithm
 from batchrl.tools import simulate
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_tensorflow_env
-from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
+from batchrl.tools.evaluation import EpisodeRecorder, Evaluation, restart_streams
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.policy_evaluator import PolicyEvaluator
 from tests.tools._in_graph_envs import Countdown
@@ -119,7 +119,8 @@ def test_evaluations_with_one_seed_give_one_return_whatever_ran_before(backend):
 
     def evaluate(env, seed):
         evaluation = Evaluation(env, PolicyEvaluator(policy, len(env)), episodes=4)
-        return evaluation.run(seed=seed)["mean_return"]
+        restart_streams(env, seed)
+        return evaluation.run()["mean_return"]
 
     fresh, used = _pendulums(backend), _pendulums(backend)
     try:
