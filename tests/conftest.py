@@ -1,8 +1,10 @@
 """Fixtures shared across the tests."""
 
 import atexit
+import ctypes.util
 import os
 import shutil
+import signal
 import tempfile
 
 import psutil
@@ -24,6 +26,24 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_runtest_setup(item):
+    """A test whose system libraries are missing skips, naming them; in CI it fails.
+
+    CI (the environment variable CI set, as .ci/run does) installs .ci/system-packages.txt,
+    so a missing library there is a broken install, not a reason to skip.
+    """
+    for marker in item.iter_markers("needs_libraries"):
+        names, packages = marker.args
+        missing = [name for name in names if ctypes.util.find_library(name) is None]
+        if not missing:
+            continue
+        libraries = ", ".join(f"lib{name}" for name in missing)
+        message = f"needs {libraries}: apt-get install {packages}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI installs .ci/system-packages.txt)", pytrace=False)
+        pytest.skip(message)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow run only with --slow (or when -m selects them)."""
     if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
@@ -32,6 +52,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def default_sigint():
+    """SIGINT raises KeyboardInterrupt during the test, here and in the children it starts.
+
+    A shell that starts the tests in the background (`&`, nohup, some CI runners) hands
+    them SIGINT ignored, and an ignored signal stays ignored across exec. Python's handler
+    here instead resets to the default in a child at exec, where Python installs its own.
+    The handler from before the test is restored after it.
+    """
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def test_sigterm_saves_a_checkpoint_that_matches_its_step_and_leaves_no_process(
     assert not [pid for pid in children if psutil.pid_exists(pid)]
 
 
-def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path):
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, default_sigint):
     process = subprocess.Popen(
         [sys.executable, "-m", "batchrl.scripts.train", "--config=debug", f"--logdir={tmp_path}"],
         stdout=subprocess.PIPE,
@@ -75,7 +75,7 @@ def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
-    signum, monkeypatch, capsys
+    signum, monkeypatch, capsys, default_sigint
 ):
     # While modules import, the handler's raise can land in a weakref callback, where
     # Python reports it as unraisable and goes on (CI saw it once with Ctrl-C).
@@ -98,9 +98,11 @@ def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
     )
     monkeypatch.setattr(run_config, "load_run_config", load_and_drop_a_signal)
     monkeypatch.setattr(runner, "train", never)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     assert train_script.main(["--config=debug"]) == 128 + signum
     assert "Traceback" not in capsys.readouterr().err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # main() hands back the handlers it found.
+    assert {number: signal.getsignal(number) for number in handlers} == handlers
 
 
 def trained_run(tmp_path, steps=256):

@@ -16,6 +16,7 @@ from batchrl.tools import load_run_config
 from batchrl.tools.config import default_config_dir
 from batchrl.tools.environments import check_env_id, make_env
 from batchrl.tools.run_config import check_run_config
+from batchrl.tools.video import OFFSCREEN_PACKAGES as PACKAGES
 
 # Pendulum-v1 renders 500 x 500 frames at 30 per second, CartPole-v1 600 x 400 at 50 and
 # MuJoCo's Reacher-v5 480 x 480 at 50. An episode of length L gives L + 1 frames: one
@@ -47,12 +48,13 @@ def pendulum_run(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def keep_environ():
-    """Undoes the MUJOCO_GL and SDL_VIDEODRIVER that visualize sets in this process."""
-    before = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(before)
+def environ(monkeypatch):
+    """MUJOCO_GL and SDL_VIDEODRIVER, which visualize sets in this process, unset during
+    the test (so it picks the default backend) and restored after it."""
+    for name in ("MUJOCO_GL", "SDL_VIDEODRIVER"):
+        monkeypatch.setenv(name, "")  # Records the value to restore, or its absence.
+        monkeypatch.delenv(name)
+    return monkeypatch
 
 
 def run_main(args):
@@ -115,8 +117,17 @@ def reacher_run(tmp_path_factory):
     return train_run(tmp_path_factory.mktemp("reacher"), "Reacher-v5", 8)
 
 
-@pytest.mark.parametrize("backend", [None, "osmesa"])
-def test_mujoco_renders_offscreen(reacher_run, tmp_path, capsys, backend):
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param(
+            None,  # EGL, as libEGL is installed.
+            marks=pytest.mark.needs_libraries(["EGL", "EGL_mesa", "OpenGL"], PACKAGES["egl"]),
+        ),
+        pytest.param("osmesa", marks=pytest.mark.needs_libraries(["OSMesa"], PACKAGES["osmesa"])),
+    ],
+)
+def test_mujoco_renders_offscreen(reacher_run, tmp_path, capsys, environ, backend):
     """The default backend from a fresh command line; OSMesa through main()."""
     args = [f"--logdir={reacher_run}", f"--outdir={tmp_path}", "--episodes=1"]
     if backend is None:
@@ -127,7 +138,7 @@ def test_mujoco_renders_offscreen(reacher_run, tmp_path, capsys, backend):
         assert result.returncode == 0, result.stderr[-3000:]
         out = result.stdout
     else:
-        os.environ["MUJOCO_GL"] = backend
+        environ.setenv("MUJOCO_GL", backend)
         assert run_main(args) == 0
         out = capsys.readouterr().out
     assert "Episode 0: return" in out and "length 8, 9 frames" in out

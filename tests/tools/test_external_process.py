@@ -204,7 +204,7 @@ def test_slow_call_times_out_naming_the_worker():
     env.close()
 
 
-def test_ctrl_c_closes_the_workers(run_script):
+def test_ctrl_c_closes_the_workers(run_script, default_sigint):
     script = run_script(
         """
         from _envs import CountEnv
