@@ -55,7 +55,7 @@ PRESETS = {
     "pendulum_es": -200.0,
 }
 _FINAL = re.compile(
-    r"step ([\d,]+)/[\d,]+ \(100%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
+    r"step ([\d,]+)/[\d,]+ \(\d+%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
     r"\| ([\d.]+) s at"
 )
 
