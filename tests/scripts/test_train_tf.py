@@ -83,20 +83,27 @@ def test_bad_backend_configs_are_refused(tmp_path, overrides, message):
 
 @pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
-    """pendulum_tf reaches -200 on Gymnasium's Pendulum-v1 (about 9 s here).
+    """pendulum_tf, in its budget, reaches -200 on Gymnasium's Pendulum-v1 in 4 of 5 seeds.
 
     The preset trains in XLA and evaluates on the TensorFlow port during training, and on
-    Gymnasium's Pendulum-v1 at the end. In this budget seeds 0 to 3 end at -205.5, -215.7,
-    -178.6 and -167.4 on Gymnasium, after -510, -445, -227 and -508 at 16,384 steps
-    (docs/benchmarks.md, issue 15, eleventh session).
+    Gymnasium's Pendulum-v1 at the end (64 episodes). The preset of 2026-11-25 (32
+    environments, learning rate 1e-3, 393,216 steps) ends seeds 0 to 4 at -153.4, -150.1,
+    -180.2, -149.6 and -137.8 on Gymnasium, after -1102, -1120, -1050, -1111 and -1116 on
+    the port at 16,384 steps; about 25 s a seed here. The preset before it (16
+    environments, 2e-3) ended them at -257.7, -238.0, -178.4, -177.5 and -184.4 in 131,072
+    steps, and between -207 and -228 in 262,144.
     """
-    config = load_run_config("pendulum_tf", ["train.total_steps=131072", "train.seed=3"])
-    train(config, tmp_path, progress=quiet)
-    returns = [value for _, value in scalars(tmp_path / "eval", "eval/mean_return")]
-    # Every 16,384 steps on the port, then at the end on Gymnasium; 64 episodes each.
-    assert len(returns) == 9
-    assert returns[0] < -300  # It starts bad ...
-    assert returns[-1] >= -200, returns  # ... and learns; the last is on the real environment.
+    finals = []
+    for seed in range(5):
+        logdir = tmp_path / f"seed{seed}"
+        config = load_run_config("pendulum_tf", [f"train.seed={seed}"])
+        train(config, logdir, progress=quiet)
+        returns = [value for _, value in scalars(logdir / "eval", "eval/mean_return")]
+        # Every eval_every steps on the port, then at the end on Gymnasium.
+        assert len(returns) == config.train.total_steps // config.train.eval_every + 1
+        assert returns[0] < -300, (seed, returns)  # It starts bad ...
+        finals.append(returns[-1])
+    assert sum(final >= -200 for final in finals) >= 4, finals  # ... and learns.
 
 
 def test_a_new_seed_loads_the_compiled_training_call_from_the_xla_cache(tmp_path):

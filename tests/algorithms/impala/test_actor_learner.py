@@ -255,10 +255,12 @@ def test_async_config_errors(overrides, message):
 
 @pytest.mark.slow  # A long learning run: python -m pytest --slow.
 def test_async_mode_learns_cartpole(tmp_path):
-    """Two actors of 16 environments reach a mean evaluation return of 150 in 205k steps.
+    """Two actors of 16 environments reach a mean evaluation return of 150 in 205k steps,
+    in each of seeds 0 to 2.
 
-    With one unroll per learner step; seeds 0 to 2 ended at 500 in 205k steps (and at 68
-    to 280 in 102k, too close to call for a test: thread timing makes runs differ).
+    With one unroll per learner step, seeds 0 to 4 ended at 482, 500, 500, 500 and 500
+    in 205k steps (about 30 s a seed here; at 68 to 280 in 102k, too close to call for a
+    test). Thread timing makes runs of one seed differ.
     """
     overrides = [
         "runner.name=threads",
@@ -270,7 +272,10 @@ def test_async_mode_learns_cartpole(tmp_path):
         "train.eval_episodes=16",
         "env.eval_envs=8",
     ]
-    config = load_run_config("cartpole_impala", overrides)
-    result = train(config, tmp_path, progress=lambda *_, **__: None)
-    assert result["step"] >= 204800
-    assert result["eval_return"] >= 150, result
+    finals = []
+    for seed in range(3):
+        config = load_run_config("cartpole_impala", [*overrides, f"train.seed={seed}"])
+        result = train(config, tmp_path / f"seed{seed}", progress=lambda *_, **__: None)
+        assert result["step"] >= 204800
+        finals.append(result["eval_return"])
+    assert min(finals) >= 150, finals
