@@ -12,6 +12,7 @@ graph tracing, evaluations, checkpoints and summaries are all inside it.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import sys
@@ -78,7 +79,7 @@ def _line(record: dict) -> str:
 
 
 def markdown(records: list[dict]) -> str:
-    """A table per run and a table of medians per method (over the solved runs)."""
+    """A table per run and a table of medians per method (unsolved runs count as infinite)."""
     lines = ["| method | seed | steps | seconds |", "|---|---:|---:|---:|"]
     for r in records:
         steps = f"{r['steps']:,}" if r["steps"] else f"not in {r['budget']:,}"
@@ -86,12 +87,18 @@ def markdown(records: list[dict]) -> str:
         lines.append(f"| {r['method']} | {r['seed']} | {steps} | {seconds} |")
     lines += ["", "| method | solved | median steps | median seconds |", "|---|---:|---:|---:|"]
     for method in dict.fromkeys(r["method"] for r in records):
-        runs = [r for r in records if r["method"] == method and r["steps"]]
-        count = sum(r["method"] == method for r in records)
-        if runs:
-            steps = f"{statistics.median(r['steps'] for r in runs):,.0f}"
-            seconds = f"{statistics.median(r['seconds'] for r in runs):.1f}"
-        else:
-            steps = seconds = "—"
-        lines.append(f"| {method} | {len(runs)}/{count} | {steps} | {seconds} |")
+        runs = [r for r in records if r["method"] == method]
+        solved = sum(r["steps"] is not None for r in runs)
+        steps, seconds = _median(runs, "steps"), _median(runs, "seconds")
+        cells = f"{_cell(steps, ',.0f')} | {_cell(seconds, '.1f')}"
+        lines.append(f"| {method} | {solved}/{len(runs)} | {cells} |")
     return "\n".join(lines)
+
+
+def _median(runs: list[dict], key: str) -> float:
+    """The median over runs, a run that never reached the target counting as infinite."""
+    return statistics.median(math.inf if r["steps"] is None else r[key] for r in runs)
+
+
+def _cell(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else "not reached"
