@@ -17,11 +17,11 @@ def fixed_set_mean(algo, episodes, seed=123):
     return float(stats["mean_return"])
 
 
-def train(overrides, generations, episodes):
+def train(overrides, generations, episodes, seed=0):
     config = load_run_config("nsfnet_es", ["train.jit_compile=false", *overrides])
-    batch_env = ES.make_batch_env(config, 0)
-    algo = ES(batch_env, config, seed=0)
-    trainer = ES.make_trainer(config, algo, batch_env, 0)
+    batch_env = ES.make_batch_env(config, seed)
+    algo = ES(batch_env, config, seed=seed)
+    trainer = ES.make_trainer(config, algo, batch_env, seed)
     before = fixed_set_mean(algo, episodes)
     for _ in range(generations):
         trainer.step()
@@ -46,8 +46,14 @@ def test_es_with_a_small_graph_network_improves_quickly():
     assert after > before + 3.0, (before, after)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # 2 to 3.5 minutes a seed.
 def test_nsfnet_es_passes_20_within_30_generations():
-    """The nsfnet_es preset (H = 25, R = 20, 128 pairs), 30 generations, 300 episodes."""
-    before, after = train([], generations=30, episodes=300)
-    assert before < 12.0 and after > 20.0, (before, after)
+    """The nsfnet_es preset (H = 25, R = 20, 128 pairs) passes 20 in 30 generations, in
+    each of seeds 0 to 2 (the mean return on 300 fixed episodes).
+
+    Measured: seeds 0 to 2 go from 8.34 to 23.34, 10.19 to 24.23 and 10.38 to 23.41, in 2
+    to 3.5 minutes each here (2 CPU cores shared with other work).
+    """
+    results = [train([], generations=30, episodes=300, seed=seed) for seed in range(3)]
+    assert all(before < 12.0 for before, _ in results), results
+    assert all(after > 20.0 for _, after in results), results
