@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked slow run only with --slow (or when -m selects them)."""
     if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
         return
-    skip = pytest.mark.skip(reason="slow: a long learning run; python -m pytest --slow runs it")
+    skip = pytest.mark.skip(reason="slow: python -m pytest --slow runs it, as .ci/run does")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
