@@ -46,12 +46,12 @@ def test_es_with_a_small_graph_network_improves_quickly():
     assert after > before + 3.0, (before, after)
 
 
-@pytest.mark.slow  # 2 to 3.5 minutes a seed.
+@pytest.mark.slow  # 1 to 3.5 minutes a seed.
 def test_nsfnet_es_passes_20_within_30_generations():
     """The nsfnet_es preset (H = 25, R = 20, 128 pairs) passes 20 in 30 generations, in
     each of seeds 0 to 2 (the mean return on 300 fixed episodes).
 
-    Measured: seeds 0 to 2 go from 8.34 to 23.34, 10.19 to 24.23 and 10.38 to 23.41, in 2
+    Measured: seeds 0 to 2 go from 8.34 to 23.34, 10.19 to 24.23 and 10.38 to 23.41, in 1
     to 3.5 minutes each here (2 CPU cores shared with other work).
     """
     results = [train([], generations=30, episodes=300, seed=seed) for seed in range(3)]
