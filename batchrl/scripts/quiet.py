@@ -8,13 +8,15 @@ Importing TensorFlow 2.21 on a machine without a GPU prints lines such as
 
 from static initializers that run before absl's logging is set up, so
 `TF_CPP_MIN_LOG_LEVEL` cannot hide them (measured: with it set to 3 the first two
-kinds still print). `import_tensorflow` therefore sends file descriptor 2 to a
-temporary file while TensorFlow loads and finds its devices, and writes back every line
-that is not one of TensorFlow's C++ log lines: Python warnings and errors still show.
+kinds still print). `import_tensorflow` and `describe_devices` therefore send file
+descriptor 2 to a temporary file while TensorFlow loads and while it finds its devices,
+and write back every line that is not one of TensorFlow's C++ log lines: Python warnings
+and errors still show.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -33,30 +35,69 @@ def is_tensorflow_log_line(line: str) -> bool:
     return bool(_LOG_LINE.match(line)) or line.startswith(_NOISE)
 
 
-def import_tensorflow():
-    """Imports TensorFlow and lists its devices with its C++ log lines hidden.
+def import_tensorflow(init_devices: bool = True):
+    """Imports TensorFlow with its C++ log lines hidden (see the module docstring).
 
     Does nothing special if TensorFlow is already imported or the user set
     `TF_CPP_MIN_LOG_LEVEL` (then they see what they asked for). Otherwise sets
     `TF_CPP_MIN_LOG_LEVEL=2` for the rest of the process (C++ errors still print) and
-    drops the start-up lines described in the module docstring.
+    drops the lines TensorFlow prints while it loads.
+
+    Args:
+      init_devices: also find the devices now (CUDA's initialisation logs then). The train
+        script passes False: XLA reads `TF_XLA_FLAGS`, which name the compilation cache,
+        when the devices are set up, so it calls `describe_devices` after setting them.
 
     Returns:
       The `tensorflow` module.
     """
+    global _quiet
     if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
         import tensorflow as tf
 
         return tf
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    _quiet = True
+    with _without_tensorflow_logs():
+        import tensorflow as tf
+
+        if init_devices:
+            tf.config.list_physical_devices()
+    return tf
+
+
+def describe_devices() -> str:
+    """One line naming the devices TensorFlow will use, e.g. 'Devices: CPU (no GPU found)'.
+
+    Sets up the devices if that has not happened yet, hiding CUDA's log lines when
+    `import_tensorflow` hid TensorFlow's.
+    """
+    import tensorflow as tf
+
+    if _quiet:
+        with _without_tensorflow_logs():
+            gpus = tf.config.list_physical_devices("GPU")
+    else:
+        gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return "Devices: CPU (no GPU found)"
+    names = ", ".join(gpu.name.removeprefix("/physical_device:") for gpu in gpus)
+    return f"Devices: {names} and CPU"
+
+
+_quiet = False  # Whether import_tensorflow hides TensorFlow's C++ lines in this process.
+
+
+@contextlib.contextmanager
+def _without_tensorflow_logs():
+    """Sends file descriptor 2 to a temporary file; writes back the lines that are not
+    TensorFlow's C++ log lines."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow as tf
-
-            tf.config.list_physical_devices()  # CUDA's initialisation logs here.
+            yield
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -66,15 +107,3 @@ def import_tensorflow():
             kept = [line for line in text.splitlines() if not is_tensorflow_log_line(line)]
             if kept:
                 print("\n".join(kept), file=sys.stderr)
-    return tf
-
-
-def describe_devices() -> str:
-    """One line naming the devices TensorFlow will use, e.g. 'Devices: CPU (no GPU found)'."""
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        return "Devices: CPU (no GPU found)"
-    names = ", ".join(gpu.name.removeprefix("/physical_device:") for gpu in gpus)
-    return f"Devices: {names} and CPU"

@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     previous_hook, sys.unraisablehook = sys.unraisablehook, _quiet_about_signals(sys.unraisablehook)
     try:
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
-        import_tensorflow()
-        from batchrl.runners.train import train
+        import_tensorflow(init_devices=False)
+        from batchrl.runners.train import train, use_xla_cache
         from batchrl.tools.checkpoints import CheckpointError
         from batchrl.tools.config import ConfigError
         from batchrl.tools.run_config import load_run_config
@@ -92,6 +92,12 @@ def main(argv=None) -> int:
         try:
             config = load_run_config(args.config, args.set)
             _raise_if_signalled()
+            if config.train.jit_compile or config.train.eval_jit_compile:
+                # Before `describe_devices`: setting up the devices reads TF_XLA_FLAGS.
+                try:
+                    use_xla_cache(config.train.xla_cache)
+                except ConfigError:
+                    pass  # `train` says what is wrong, or turns the default's cache off.
             logdir = (
                 args.logdir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
             )
