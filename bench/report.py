@@ -174,9 +174,10 @@ def markdown_presets(result: dict) -> list[str]:
     for row in result["presets"]:
         finals = " / ".join(f"{run['final']:.1f}" for run in row["runs"])
         seeds = f"{row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
-        budget = row["runs"][0]["steps"]
+        steps = sorted(run["steps"] for run in row["runs"])
+        budget = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,} to {steps[-1]:,}"
         lines.append(
-            f"| `{row['preset']}`: final evaluation at its budget ({budget:,} steps), "
+            f"| `{row['preset']}`: final evaluation at its budget ({budget} steps), "
             f"seeds {seeds} | **{row['solved']}/{len(row['runs'])}** at "
             f"{row['threshold']:g} or better; {finals} (median {row['median_final']:.1f}); "
             f"median {row['median_train_seconds']:.0f} s a run by the train script's clock "
@@ -328,24 +329,24 @@ def save(name: str, result: dict) -> None:
 
 
 def markdown(names: list[str]) -> str:
-    """The table of every saved row, with each row's date, machine and command below it."""
+    """The table of every saved row, then when, where and how each row was measured."""
     lines = ["| what | result |", "|---|---|"]
-    notes = []
+    parts = []
     for name in names:
         path = RESULTS / f"{name}.json"
-        if not path.exists():
-            continue
-        result = json.loads(path.read_text())
-        lines += ROWS[name][1](result)
-        for part in result.get("presets", [result]):
-            m = part["machine"]
-            notes.append(
-                f"- {part.get('preset', name)}: {m['date']}, commit {m['commit']}, {m['cpu']} "
-                f"({m['cores']} cores), "
-                + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-                + f"; `{part['command']}`"
-            )
-    return "\n".join([*lines, "", "Measured:", "", *notes])
+        if path.exists():
+            result = json.loads(path.read_text())
+            lines += ROWS[name][1](result)
+            parts += [(part.get("preset", name), part) for part in result.get("presets", [result])]
+    machines = {_machine_line(part["machine"]) for _, part in parts}
+    notes = [f"- {label}: {part['machine']['date']}, load average {part['load_before']} -> "
+             f"{part['load_after']}; `{part['command']}`" for label, part in parts]  # fmt: skip
+    return "\n".join([*lines, "", f"Measured on {'; '.join(sorted(machines))}:", "", *notes])
+
+
+def _machine_line(info: dict) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+    return f"{info['cpu']} ({info['cores']} cores), commit {info['commit']}, {versions}"
 
 
 def write(text: str, path: Path) -> None:
