@@ -74,7 +74,7 @@ class PointMass(InGraphEnv):
         return state
 
 
-def main(total_steps: int = 65536, batch_size: int = 64, jit_compile: bool = True):
+def main(total_steps: int = 65536, batch_size: int = 64, jit_compile: bool = True, seed: int = 0):
     """Trains PPO on PointMass; returns the mean training return of each call."""
     from batchrl.algorithms import PPO
     from batchrl.tools import load_run_config, simulate
@@ -88,9 +88,9 @@ def main(total_steps: int = 65536, batch_size: int = 64, jit_compile: bool = Tru
             f"train.total_steps={total_steps}",
         ],
     )
-    tf.keras.utils.set_random_seed(0)
-    env = PointMass(batch_size, seed=0)
-    algo = PPO(env, config, seed=0)
+    tf.keras.utils.set_random_seed(seed)
+    env = PointMass(batch_size, seed=seed)
+    algo = PPO(env, config, seed=seed)
     train = tf.function(lambda: simulate(env, algo, steps=64), jit_compile=jit_compile)
     returns = []
     for _ in range(total_steps // (64 * batch_size)):

@@ -101,10 +101,11 @@ class Reinforce(Algorithm, Policy):
         self.baseline.assign(0.9 * self.baseline + 0.1 * mean_return)
 
 
-def main(total_steps=60_000, num_envs=8, steps_per_call=100):
+def main(total_steps=60_000, num_envs=8, steps_per_call=100, seed=0):
+    tf.keras.utils.set_random_seed(seed)  # The network's initial weights.
     envs = [gym.make("CartPole-v1") for _ in range(num_envs)]
-    batch_env = InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=0)
-    algo = Reinforce(batch_env)
+    batch_env = InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=seed)
+    algo = Reinforce(batch_env, seed=seed)
     run = tf.function(lambda: simulate(batch_env, algo, steps=steps_per_call))
     returns = []
     for _ in range(total_steps // (num_envs * steps_per_call)):

@@ -46,11 +46,16 @@ def test_resets_are_reproducible_and_start_at_rest(point_mass):
     assert not np.array_equal(first.reset()[:, 0], point_mass.PointMass(4, seed=8).reset()[:, 0])
 
 
-@pytest.mark.slow  # A long learning run: python -m pytest --slow.
+@pytest.mark.slow  # A long learning run: .ci/run's second stage.
 def test_ppo_learns_the_example_in_one_xla_compiled_call_per_iteration(point_mass):
-    returns = point_mass.main(total_steps=40960, batch_size=64, jit_compile=True)
-    assert np.mean(returns[:2]) < -45  # Pushing at random.
-    assert np.mean(returns[-2:]) > -35, returns
+    """Seeds 0 to 4 go from -58.7 to -62.6 (the first 2 calls) to -28.9, -31.5, -31.8,
+    -27.4 and -30.3 (the last 2) in 40,960 steps, about 4 s a seed; 4 of 5 must pass -35."""
+    learned = 0
+    for seed in range(5):
+        returns = point_mass.main(total_steps=40960, batch_size=64, jit_compile=True, seed=seed)
+        assert np.mean(returns[:2]) < -45, (seed, returns)  # Pushing at random.
+        learned += np.mean(returns[-2:]) > -35
+    assert learned >= 4, learned
 
 
 def test_train_script_takes_the_example_by_entry_point(point_mass, tmp_path):

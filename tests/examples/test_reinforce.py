@@ -14,15 +14,20 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 EXAMPLE = EXAMPLES / "reinforce.py"
 
 
-@pytest.mark.slow  # A long learning run: python -m pytest --slow.
+@pytest.mark.slow  # A long learning run: .ci/run's second stage.
 def test_reinforce_example_learns():
+    """Seeds 0 to 4 go from 23 to 28 (the first 5 calls) to 459, 343, 350, 375 and 237 (the
+    last 10) in 60k steps, about 5 s a seed; 4 of 5 must pass 100."""
     spec = importlib.util.spec_from_file_location("reinforce_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    returns = module.main(total_steps=60_000)
-    # A random policy averages about 22 on CartPole-v1.
-    assert np.mean(returns[:5]) < 60
-    assert np.mean(returns[-10:]) >= 100, returns[-10:]
+    learned = 0
+    for seed in range(5):
+        returns = module.main(total_steps=60_000, seed=seed)
+        # A random policy averages about 22 on CartPole-v1.
+        assert np.mean(returns[:5]) < 60, (seed, returns[:5])
+        learned += np.mean(returns[-10:]) >= 100
+    assert learned >= 4, learned
 
 
 def scalars(folder, tag):
