@@ -36,14 +36,20 @@ def test_other_lines_are_kept(line):
     assert not is_tensorflow_log_line(line)
 
 
-def test_the_train_script_prints_no_tensorflow_log_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+def train_debug(logdir, env):
+    """Runs the train script on `debug` for 64 steps; its finished process."""
     result = subprocess.run(
         [sys.executable, "-m", "batchrl.scripts.train", "--config=debug",
-         f"--logdir={tmp_path / 'run'}", "--set", "train.total_steps=64"],
+         f"--logdir={logdir}", "--set", "train.total_steps=64"],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_the_train_script_prints_no_tensorflow_log_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = train_debug(tmp_path / "run", env)
     lines = result.stderr.splitlines()
     assert lines[0] == f"Logging to {tmp_path / 'run'}", result.stderr
     assert lines[1].startswith("Devices: CPU"), result.stderr
@@ -53,11 +59,5 @@ def test_the_train_script_prints_no_tensorflow_log_line(tmp_path):
 
 def test_a_user_setting_shows_the_lines_again(tmp_path):
     """TF_CPP_MIN_LOG_LEVEL set by the user: TensorFlow's own logging decides."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
-    result = subprocess.run(
-        [sys.executable, "-m", "batchrl.scripts.train", "--config=debug",
-         f"--logdir={tmp_path / 'run'}", "--set", "train.total_steps=64"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result = train_debug(tmp_path / "run", dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0"))
     assert any(is_tensorflow_log_line(line) for line in result.stderr.splitlines())
