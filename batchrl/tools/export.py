@@ -69,6 +69,9 @@ def export_policy(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.with_name(path.name + ".old")
+    if old.exists() and not path.exists():  # A kill between the two moves below.
+        os.replace(old, path)
     staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     try:
         module = _RecurrentPolicy if getattr(algo, "recurrent", False) else _Policy
@@ -76,7 +79,6 @@ def export_policy(
         if metadata is not None:
             (staging / METADATA).write_text(json.dumps(metadata))
         if path.exists():
-            old = path.with_name(path.name + ".old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)
             try:

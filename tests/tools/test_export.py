@@ -50,3 +50,19 @@ def test_a_failure_after_moving_the_old_policy_aside_puts_it_back(tmp_path, monk
         export_policy(_Scale(2.0), SPACE, tmp_path / "policy")
     np.testing.assert_array_equal(_act(tmp_path / "policy"), [[1.0, 1.0]])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+
+
+def test_a_policy_left_aside_by_a_kill_is_moved_back_first(tmp_path, monkeypatch):
+    """A kill between the two moves leaves only policy.old: the next export restores it,
+    so that a failure of that export still leaves the run a policy."""
+    export_policy(_Scale(1.0), SPACE, tmp_path / "policy")
+    os.replace(tmp_path / "policy", tmp_path / "policy.old")  # As a kill -9 would leave it.
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export.tf.saved_model, "save", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_policy(_Scale(2.0), SPACE, tmp_path / "policy")
+    np.testing.assert_array_equal(_act(tmp_path / "policy"), [[1.0, 1.0]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
