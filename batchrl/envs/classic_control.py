@@ -67,7 +67,11 @@ class ClassicControlEnv(InGraphEnv):
 
     @property
     def seed(self) -> int:
-        """The seed of the initial-state streams, in [0, 2**31); settable, also after tracing."""
+        """The seed of the initial-state streams, in [0, 2**31); settable, also after tracing.
+
+        Setting it restarts every stream from the new seed: the episode counters, which
+        number the draws, go back to zero.
+        """
         return int(self._seed.variables["seed"].numpy())
 
     @seed.setter
@@ -75,6 +79,7 @@ class ClassicControlEnv(InGraphEnv):
         if not 0 <= int(seed) < 2**31:
             raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         self._seed.variables["seed"].assign(int(seed))
+        self.episodes.assign(tf.zeros_like(self.episodes))
 
     def set_state(self, state: tf.Tensor, indices: tf.Tensor | None = None) -> None:
         """Overwrites the physical state of the environments at `indices` (all when None).

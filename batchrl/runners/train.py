@@ -11,7 +11,7 @@ import tensorflow as tf
 from batchrl.core import Policy
 from batchrl.tools.checkpoints import Checkpoints
 from batchrl.tools.config import Config, ConfigError, peek, save_config
-from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.environments import make_in_graph_env, restart_streams
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.run_config import (
     algorithm_class,
@@ -102,7 +102,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         # checkpoint (Gymnasium's) do not replay the same episodes. Each evaluation seeds
         # its environments from the seed and its step (`run`).
         if not _holds_its_state(batch_env):
-            _reseed(batch_env, cfg.seed + int(step))
+            restart_streams(batch_env, cfg.seed + int(step))
         trainer = make_trainer(config, algo, batch_env, seed=cfg.seed + int(step))
         policy = algo if isinstance(algo, Policy) else None
         if policy is None:
@@ -241,11 +241,3 @@ def _use_xla_cache(folder: str, progress) -> None:
         if folder != peek("default", "train.xla_cache"):
             raise
         progress(f"{error} Training without the cache: every run compiles.", final=True)
-
-
-def _reseed(env, seed: int) -> None:
-    """Restarts the random streams of `env` from `seed` (before any graph is traced)."""
-    if isinstance(env, InGraphBatchEnv):
-        env.batch_env.reset(seed=seed)
-    elif hasattr(env, "seed"):
-        env.seed = seed % 2**31

@@ -74,10 +74,7 @@ def describe_devices() -> str:
     """
     import tensorflow as tf
 
-    if _quiet:
-        with _without_tensorflow_logs():
-            gpus = tf.config.list_physical_devices("GPU")
-    else:
+    with _without_tensorflow_logs() if _quiet else contextlib.nullcontext():
         gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
         return "Devices: CPU (no GPU found)"

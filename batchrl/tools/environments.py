@@ -172,6 +172,24 @@ def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None 
     return InGraphBatchEnv(make_batch_env(env_config, num_envs), seed=seed)
 
 
+def restart_streams(batch_env, seed: int) -> None:
+    """Restarts the random streams of the episodes of `batch_env` from `seed`.
+
+    Gymnasium's environments (an `InGraphBatchEnv`) are reset with seed `seed + i`, which
+    seeds the streams of their later episodes; an environment in TensorFlow ops gets the
+    seed, and its setter restarts its streams. The runner calls it for the training
+    environments after a resume, the train loop for the evaluation ones before each
+    evaluation, so that a resumed run evaluates as the uninterrupted one.
+    """
+    from batchrl.tools.in_graph_batch_env import InGraphBatchEnv  # See make_in_graph_env.
+
+    seed %= 2**31
+    if isinstance(batch_env, InGraphBatchEnv):
+        batch_env.batch_env.reset(seed=seed)
+    elif hasattr(batch_env, "seed"):
+        batch_env.seed = seed
+
+
 def make_tensorflow_env(name: str, batch_size: int, seed: int = 0, max_episode_steps: int = 0):
     """A batch of `batch_size` environments written in TensorFlow ops (`batchrl.envs`).
 

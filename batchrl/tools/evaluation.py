@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.tools import summary
-from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import needs_autograph, simulate
 
 
@@ -118,8 +117,9 @@ class Evaluation:
     def run(self, writer=None, step=None) -> dict[str, float]:
         """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries.
 
-        The episodes continue the environments' random streams; `restart_streams` first
-        makes them depend on a seed alone (equal weights then give equal returns).
+        The episodes continue the environments' random streams;
+        `batchrl.tools.environments.restart_streams` first makes them depend on a seed alone
+        (equal weights then give equal returns).
         """
         returns, lengths = [], []
         for _ in range(self._rounds):
@@ -143,28 +143,6 @@ class Evaluation:
                 summary.scalar("eval/mean_return", result["mean_return"])
                 summary.scalar("eval/mean_length", result["mean_length"])
         return result
-
-
-def restart_streams(batch_env, seed: int) -> None:
-    """Restarts the random streams of the episodes of `batch_env` from `seed`.
-
-    The train loop calls it before each evaluation with the run's seed and the step, so
-    that a resumed run evaluates as the uninterrupted one. Gymnasium's environments (an
-    `InGraphBatchEnv`) are reset with seed `seed + i`, which seeds the streams of their
-    later episodes. An environment in TensorFlow ops gets the seed, and its episode
-    counters, which number the draws of its initial states, go back to zero (through
-    `restart_streams` in environments that have one, such as routing's).
-    """
-    seed %= 2**31
-    if isinstance(batch_env, InGraphBatchEnv):
-        batch_env.batch_env.reset(seed=seed)
-    elif hasattr(batch_env, "restart_streams"):
-        batch_env.restart_streams(seed)
-    elif hasattr(batch_env, "seed"):
-        batch_env.seed = seed
-        episodes = getattr(batch_env, "episodes", None)  # The classic-control ports'.
-        if isinstance(episodes, tf.Variable):
-            episodes.assign(tf.zeros_like(episodes))
 
 
 def first_episodes(batch_env, recorder: EpisodeRecorder, max_steps: int, steps_per_call: int = 1):

@@ -8,8 +8,8 @@ import tensorflow as tf
 from batchrl.core import Algorithm
 from batchrl.tools import simulate
 from batchrl.tools.batch_env import BatchEnv
-from batchrl.tools.environments import make_tensorflow_env
-from batchrl.tools.evaluation import EpisodeRecorder, Evaluation, restart_streams
+from batchrl.tools.environments import make_tensorflow_env, restart_streams
+from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.policy_evaluator import PolicyEvaluator
 from tests.tools._in_graph_envs import Countdown
