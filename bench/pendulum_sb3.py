@@ -36,7 +36,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -45,6 +44,7 @@ import numpy as np
 import stable_baselines3
 import tensorflow as tf
 import torch
+from medians import cell, median_to_target
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -303,28 +303,23 @@ def markdown(results: list[dict], info: dict[str, str], args) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     sb3_runs = [r for r in results if r["method"] == SB3_METHOD]
-    sb3_median = _median(sb3_runs, "seconds") if sb3_runs else math.nan
+    sb3_median = _to_target(sb3_runs, "seconds") if sb3_runs else math.nan
     for method in methods:
         runs = [r for r in results if r["method"] == method]
-        steps, seconds = _median(runs, "steps"), _median(runs, "seconds")
+        steps, seconds = _to_target(runs, "steps"), _to_target(runs, "seconds")
         ratio = ""
         if method != SB3_METHOD and math.isfinite(sb3_median) and math.isfinite(seconds):
             ratio = f"{sb3_median / seconds:.2f}"
         lines.append(
-            f"| {method} | {sum(r['solved'] for r in runs)}/{len(runs)} | {_cell(steps, ',.0f')} "
-            f"| {_cell(seconds, '.1f')} | {ratio} |"
+            f"| {method} | {sum(r['solved'] for r in runs)}/{len(runs)} | {cell(steps, ',.0f')} "
+            f"| {cell(seconds, '.1f')} | {ratio} |"
         )
     lines += ["", "Versions: " + ", ".join(f"{key} {value}" for key, value in info.items()) + "."]
     return "\n".join(lines)
 
 
-def _median(runs: list[dict], key: str) -> float:
-    """The median over seeds, counting a run that did not reach the target as infinite."""
-    return statistics.median(r[key] if r["solved"] else math.inf for r in runs)
-
-
-def _cell(value: float, spec: str) -> str:
-    return format(value, spec) if math.isfinite(value) else "not reached"
+def _to_target(runs: list[dict], key: str) -> float:
+    return median_to_target(r[key] if r["solved"] else None for r in runs)
 
 
 def _ratio(sb3: dict | None, run: dict) -> str:

@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medians import cell, median_to_target
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
@@ -214,7 +216,7 @@ def row_sb3(args) -> dict:
 
 def _median_seconds(runs: list[dict]) -> float:
     """Median seconds to the target, an unsolved run counting as infinite."""
-    return statistics.median(r["seconds"] if r["solved"] else math.inf for r in runs)
+    return median_to_target(r["seconds"] if r["solved"] else None for r in runs)
 
 
 def markdown_sb3(result: dict) -> list[str]:
@@ -229,7 +231,7 @@ def markdown_sb3(result: dict) -> list[str]:
         if inv is not best:
             others.append(
                 f"{inv['torch_threads']} torch thread(s): SB3 median "
-                f"{_seconds(_median_seconds(sb3_runs(inv)))}"
+                f"{cell(_median_seconds(sb3_runs(inv)), '.1f', ' s')}"
             )
     parts = []
     for method in dict.fromkeys(r["method"] for r in best["results"]):
@@ -237,10 +239,16 @@ def markdown_sb3(result: dict) -> list[str]:
             continue
         runs = [r for r in best["results"] if r["method"] == method]
         median = _median_seconds(runs)
-        ratio = sb3_median / median if math.isfinite(median) else 0.0
+        if not math.isfinite(median):
+            ratio = "not reached"
+        elif not math.isfinite(sb3_median):
+            ratio = "faster (SB3's median not reached)"
+        else:
+            ratio = f"{sb3_median / median:.2f}x"
         parts.append(
-            f"`{method.removeprefix('batchrl ')}` **{ratio:.2f}x** "
-            f"({sum(r['solved'] for r in runs)}/{len(runs)} solved, median {_seconds(median)})"
+            f"`{method.removeprefix('batchrl ')}` **{ratio}** "
+            f"({sum(r['solved'] for r in runs)}/{len(runs)} solved, "
+            f"median {cell(median, '.1f', ' s')})"
         )
     return [
         f"| Wall-clock to Pendulum-v1 >= -200 vs Stable-Baselines3's tuned PPO (rl-baselines3-"
@@ -248,12 +256,8 @@ def markdown_sb3(result: dict) -> list[str]:
         f"SB3 at its faster thread count ({best['torch_threads']}) | "
         + "; ".join(parts)
         + f"; SB3 {sum(r['solved'] for r in sb3)}/{len(sb3)} solved, median "
-        f"{_seconds(sb3_median)} ({'; '.join(others)}) |"
+        f"{cell(sb3_median, '.1f', ' s')} ({'; '.join(others)}) |"
     ]
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.1f} s" if math.isfinite(value) else "not reached"
 
 
 def row_envs(args) -> dict:

@@ -12,12 +12,12 @@ graph tracing, evaluations, checkpoints and summaries are all inside it.
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
 import sys
 import tempfile
 import time
+
+from medians import cell, median_to_target
 
 from batchrl.runners import train
 from batchrl.tools import load_run_config
@@ -89,16 +89,8 @@ def markdown(records: list[dict]) -> str:
     for method in dict.fromkeys(r["method"] for r in records):
         runs = [r for r in records if r["method"] == method]
         solved = sum(r["steps"] is not None for r in runs)
-        steps, seconds = _median(runs, "steps"), _median(runs, "seconds")
-        cells = f"{_cell(steps, ',.0f')} | {_cell(seconds, '.1f')}"
+        steps = median_to_target(r["steps"] for r in runs)
+        seconds = median_to_target(r["seconds"] for r in runs)
+        cells = f"{cell(steps, ',.0f')} | {cell(seconds, '.1f')}"
         lines.append(f"| {method} | {solved}/{len(runs)} | {cells} |")
     return "\n".join(lines)
-
-
-def _median(runs: list[dict], key: str) -> float:
-    """The median over runs, a run that never reached the target counting as infinite."""
-    return statistics.median(math.inf if r["steps"] is None else r[key] for r in runs)
-
-
-def _cell(value: float, spec: str) -> str:
-    return format(value, spec) if math.isfinite(value) else "not reached"
