@@ -56,7 +56,7 @@ class Algorithm(tf.Module, abc.ABC):
 
     @classmethod
     def check_config(cls, config) -> None:
-        """Raises `batchrl.tools.ConfigError` for values of its section it cannot train with."""
+        """Raises `batchrl.config.ConfigError` for values of its section it cannot train with."""
 
     @abc.abstractmethod
     def begin_episodes(self, agent_indices: tf.Tensor) -> None:
@@ -124,8 +124,8 @@ class Algorithm(tf.Module, abc.ABC):
 class Policy(abc.ABC):
     """What evaluation, export and videos use of a trained algorithm: its actions.
 
-    The train loop evaluates a `Policy` through `batchrl.tools.PolicyEvaluator`, exports it
-    with `batchrl.tools.export_policy` and `visualize` renders it:
+    The train loop evaluates a `Policy` through `batchrl.training.PolicyEvaluator`, exports it
+    with `batchrl.training.export_policy` and `visualize` renders it:
 
         if policy.recurrent:
             state = policy.initial_state(N)                          # [N, S]
@@ -211,7 +211,7 @@ class Learner(abc.ABC):
 class Trainer(abc.ABC):
     """One unit of training work per call, however it is spread (a runner).
 
-    The train loop (`batchrl.tools.train_loop`) drives it and owns counters, summaries,
+    The train loop (`batchrl.training.train_loop`) drives it and owns counters, summaries,
     evaluation and checkpoints:
 
         with trainer:

@@ -42,8 +42,8 @@ import torch
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
-from batchrl.tools import load_run_config
 
 BATCHRL = "batchrl"
 SB3 = "SB3 PPO"

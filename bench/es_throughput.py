@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import ES, GenerationTrainer
 from batchrl.algorithms.es.es import OBSERV_CLIP
-from batchrl.tools import load_run_config
+from batchrl.config import load_run_config
 from batchrl.tools.environments import make_in_graph_env
 
 

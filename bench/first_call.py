@@ -36,7 +36,7 @@ if mode != "graph":
 import tensorflow as tf
 from batchrl.runners import LocalTrainer, make_algorithm
 from batchrl.runners.local import align_function_names
-from batchrl.tools import load_run_config
+from batchrl.config import load_run_config
 flag = "false" if mode == "graph" else "true"
 config = load_run_config(name, [f"train.jit_compile={flag}"])
 tf.keras.utils.set_random_seed(config.train.seed)

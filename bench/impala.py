@@ -35,8 +35,8 @@ from pathlib import Path
 
 import solving
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
-from batchrl.tools import load_run_config
 
 TARGET = 475.0
 BUDGET = 500_000

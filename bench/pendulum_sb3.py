@@ -50,15 +50,12 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from batchrl.config import load_run_config
 from batchrl.runners import LocalTrainer, make_algorithm
 from batchrl.runners.train import use_xla_cache
-from batchrl.tools import (
-    Evaluation,
-    InGraphBatchEnv,
-    PolicyEvaluator,
-    load_run_config,
-    make_batch_env,
-)
+from batchrl.tools.environments import make_batch_env
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.training import Evaluation, PolicyEvaluator
 
 ENV_ID = "Pendulum-v1"
 TARGET = -200.0

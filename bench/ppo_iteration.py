@@ -23,8 +23,8 @@ import time
 
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.runners import LocalTrainer, make_algorithm
-from batchrl.tools import load_run_config
 
 
 def measure(name: str, jit_compile: bool, calls: int, overrides: list[str]) -> dict[str, float]:

@@ -24,8 +24,8 @@ import tempfile
 import tensorflow as tf
 from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
 
+from batchrl.config import load_run_config
 from batchrl.runners import LocalTrainer, make_algorithm
-from batchrl.tools import load_run_config
 
 
 def profile(name: str, xla: bool, calls: int, overrides: list[str]) -> dict:

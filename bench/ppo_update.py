@@ -23,8 +23,9 @@ import time
 
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.runners import make_algorithm
-from batchrl.tools import load_run_config, make_in_graph_env
+from batchrl.tools.environments import make_in_graph_env
 
 
 def build(name: str, jit_update: bool):

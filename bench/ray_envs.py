@@ -8,7 +8,7 @@ import time
 
 import gymnasium as gym
 
-from batchrl.tools.mock_environment import MockEnvironment
+from batchrl.testing.mock_environment import MockEnvironment
 
 STEP_SECONDS = 0.002
 

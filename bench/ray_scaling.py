@@ -42,7 +42,7 @@ ENV = "bench.ray_envs:batchrl-bench/Sleepy-v0"
 
 
 def impala_config(actors: int, inference: str = "actor"):
-    from batchrl.tools import load_run_config
+    from batchrl.config import load_run_config
 
     return load_run_config(
         "debug_impala",
@@ -126,8 +126,8 @@ def learner_rate(batch: int, seconds: float) -> float:
 
 def es_rate(workers: int, warmup: int, seconds: float) -> float:
     from batchrl.algorithms.es import ES
+    from batchrl.config import load_run_config
     from batchrl.runners.ray import RayPopulation
-    from batchrl.tools import load_run_config
     from batchrl.tools.environments import make_in_graph_env
 
     config = load_run_config(

@@ -29,10 +29,10 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
+from batchrl.config.run_config import load_run_config
 from batchrl.envs.routing import Heuristic, Routing
-from batchrl.tools.checkpoints import Checkpoints
-from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
-from batchrl.tools.run_config import load_run_config
+from batchrl.tools.episodes import EpisodeRecorder, first_episodes
+from batchrl.training.checkpoints import Checkpoints
 
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 from routing_es import fixed_set_evaluator, mean_text, sap_returns
 
 from batchrl.algorithms.es import ES
-from batchrl.tools.run_config import load_run_config
+from batchrl.config.run_config import load_run_config
 
 
 def main():

@@ -28,7 +28,7 @@ def evaluate(topology: str, heuristic: str, episodes: int, seed: int) -> np.ndar
     env = Routing(episodes, seed=seed, topology=topology)
     algo = Heuristic(heuristic, seed=seed)
     # One step per call, read from the environment's variables: under XLA,
-    # batchrl.tools.evaluation.EpisodeRecorder records the wrong networks' episodes.
+    # batchrl.tools.episodes.EpisodeRecorder records the wrong networks' episodes.
     run = tf.function(lambda: simulate(env, algo, steps=1), jit_compile=True)
     returns = np.full(episodes, np.nan)
     while np.isnan(returns).any():

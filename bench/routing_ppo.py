@@ -19,11 +19,11 @@ import tensorflow as tf
 from routing_es import LevelLog, add_arguments, sap_returns
 
 from batchrl.algorithms.ppo import PPO
+from batchrl.config.run_config import load_run_config
 from batchrl.envs.routing import Routing
 from batchrl.runners.local import LocalTrainer
-from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
-from batchrl.tools.policy_evaluator import PolicyEvaluator
-from batchrl.tools.run_config import load_run_config
+from batchrl.tools.episodes import EpisodeRecorder, first_episodes
+from batchrl.training.policy_evaluator import PolicyEvaluator
 
 
 def fixed_set_evaluator(policy, topology, episodes: int, seed: int):

@@ -26,7 +26,7 @@ import tensorflow as tf
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import GYM_IDS, Heuristic, Routing
 from batchrl.networks.graph import GraphPopulation
-from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
+from batchrl.tools.episodes import EpisodeRecorder, first_episodes
 
 SIZES = {"nsfnet": (25, 20), "geant2": (35, 35)}
 

@@ -19,8 +19,8 @@ import time
 
 from medians import cell, median_to_target
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
-from batchrl.tools import load_run_config
 
 
 class Solved(Exception):

@@ -34,7 +34,7 @@ from throughput import (
 )  # bench/ is on the path of a script run from it.
 
 from batchrl import envs
-from batchrl.tools import simulate
+from batchrl.tools.simulate import simulate
 
 STEPS_PER_CALL = 100
 

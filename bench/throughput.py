@@ -37,14 +37,10 @@ import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.networks import MLP
-from batchrl.tools import (
-    BatchEnv,
-    ExternalProcess,
-    GroupedBatchEnv,
-    InGraphBatchEnv,
-    make_group,
-    simulate,
-)
+from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
+from batchrl.tools.external_process import ExternalProcess
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.simulate import simulate
 
 COLUMNS = ("vector", "simulate/1", "simulate/100", "2 workers/100", "in-process/100")
 

@@ -23,8 +23,9 @@ import time
 
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.runners import LocalTrainer, make_algorithm
-from batchrl.tools import load_run_config, simulate
+from batchrl.tools.simulate import simulate
 
 
 def measure(name: str, overrides: list[str], calls: int = 1) -> dict[str, float]:

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.tools import InGraphEnv
+from batchrl import InGraphEnv
 
 DT = 0.1
 
@@ -76,8 +76,8 @@ class PointMass(InGraphEnv):
 
 def main(total_steps: int = 65536, batch_size: int = 64, jit_compile: bool = True, seed: int = 0):
     """Trains PPO on PointMass; returns the mean training return of each call."""
+    from batchrl import load_run_config, simulate
     from batchrl.algorithms import PPO
-    from batchrl.tools import load_run_config, simulate
 
     config = load_run_config(
         "default",

@@ -11,9 +11,8 @@ import gymnasium as gym
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from batchrl.core import Algorithm, Policy
+from batchrl import Algorithm, BatchEnv, InGraphBatchEnv, Policy, simulate
 from batchrl.networks import MLP
-from batchrl.tools import BatchEnv, InGraphBatchEnv, simulate
 
 
 class Reinforce(Algorithm, Policy):
@@ -28,7 +27,7 @@ class Reinforce(Algorithm, Policy):
 
     @classmethod
     def check_config(cls, config):
-        from batchrl.tools import ConfigError
+        from batchrl.config import ConfigError
 
         if not config.reinforce.learning_rate > 0:
             raise ConfigError(f"reinforce.learning_rate={config.reinforce.learning_rate} <= 0.")

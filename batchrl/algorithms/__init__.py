@@ -1,4 +1,10 @@
-"""The algorithms: one folder each, each a learner with a public `learn(batch)`."""
+"""The algorithms: one folder each (ppo/, impala/, es/), each a learner with `learn(batch)`.
+
+A folder holds the algorithm's class, which reads like its paper (collect, targets,
+update, report), the pure math in `utility.py` (or `vtrace.py`) and a README.md with the
+paper and every deviation from it. What a second algorithm needs lives in `batchrl.parts`;
+how the work is spread over threads or machines lives in `batchrl.runners`.
+"""
 
 from batchrl.algorithms.impala import IMPALA
 from batchrl.algorithms.ppo import PPO

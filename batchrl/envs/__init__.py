@@ -1,7 +1,14 @@
-"""Environments written in TensorFlow ops: batched, in-graph and XLA-compilable."""
+"""Environments written in TensorFlow ops: batched, in-graph and XLA-compilable.
+
+Ports of Gymnasium's classic-control tasks (one module each) and the routing family, a
+folder that brings its topologies as data (`routing/`). Each is an `InGraphEnv`, made by
+its Gymnasium id through `batchrl.config.ENVIRONMENTS`; the machinery that batches
+Gymnasium environments in processes is in `batchrl.tools`.
+"""
 
 from collections.abc import Callable
 
+from batchrl.config.registry import ENVIRONMENTS
 from batchrl.envs.acrobot import Acrobot
 from batchrl.envs.cartpole import CartPole
 from batchrl.envs.classic_control import ClassicControlEnv
@@ -9,7 +16,6 @@ from batchrl.envs.mountain_car_continuous import MountainCarContinuous
 from batchrl.envs.pendulum import Pendulum
 from batchrl.tools.environments import make_tensorflow_env
 from batchrl.tools.in_graph_env import InGraphEnv
-from batchrl.tools.registry import ENVIRONMENTS
 
 NAMES = tuple(ENVIRONMENTS.names)
 

@@ -7,7 +7,7 @@ import abc
 import gymnasium as gym
 import tensorflow as tf
 
-from batchrl.tools.checkpoints import Untracked
+from batchrl.parts.untracked import Untracked
 from batchrl.tools.in_graph_env import InGraphEnv
 
 

@@ -1,4 +1,10 @@
-"""Networks as `tf.Module`s: MLPs, recurrent cells, policy heads, and their factory."""
+"""Networks as `tf.Module`s: MLPs, recurrent cells, policy heads, and their factory.
+
+Also the graph network for routing and the batched-parameter networks an ES population
+evaluates in one product per layer. Networks build their variables on first call and
+know nothing of algorithms or runners (the graph network still reads the routing
+observation's layout from `batchrl.envs.routing`).
+"""
 
 from batchrl.networks.factory import is_recurrent, make_network
 from batchrl.networks.heads import PolicyHead

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from batchrl.config import ConfigError
+from batchrl.config.registry import NETWORKS
 from batchrl.networks.mlp import MLP
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import RecurrentNetwork
-from batchrl.tools.config import ConfigError
-from batchrl.tools.registry import NETWORKS
 
 
 def make_feedforward(network, layers: Sequence[int], output: int, output_gain: float, name: str):

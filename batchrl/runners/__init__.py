@@ -1,6 +1,8 @@
 """How a Trainer's work is spread: local (simulate), threads (actor-learner), and `train`.
 
-The ray runner (`batchrl.runners.ray`) is imported only when a config chooses it.
+`train(config, logdir)` builds a run from its config and hands it to the train loop in
+`batchrl.training`. The ray runner (`batchrl.runners.ray`) is imported only when a config
+chooses it. Algorithms and the loop itself live elsewhere; a runner only spreads work.
 """
 
 from batchrl.runners.local import LocalTrainer

@@ -12,13 +12,13 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from batchrl.config import ConfigError
+from batchrl.config.run_config import algorithm_section, check_range
 from batchrl.core import Learner, Trainer
+from batchrl.parts import summary
 from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate, episode_stats
-from batchrl.tools import summary
 from batchrl.tools.batch_env import BatchEnv
-from batchrl.tools.config import ConfigError
 from batchrl.tools.environments import EnvSpaces, make_batch_env
-from batchrl.tools.run_config import algorithm_section, check_range
 
 logger = logging.getLogger(__name__)
 

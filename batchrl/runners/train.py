@@ -8,19 +8,19 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from batchrl.core import Policy
-from batchrl.tools.checkpoints import Checkpoints
-from batchrl.tools.config import Config, ConfigError, peek, save_config
-from batchrl.tools.environments import make_in_graph_env, restart_streams
-from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
-from batchrl.tools.run_config import (
+from batchrl.config import Config, ConfigError, peek, save_config
+from batchrl.config.run_config import (
     algorithm_class,
     algorithm_section,
     check_run_config,
     load_saved_run_config,
     runner_class,
 )
-from batchrl.tools.train_loop import Progress, run
+from batchrl.core import Policy
+from batchrl.tools.environments import make_in_graph_env, restart_streams
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.training.checkpoints import Checkpoints
+from batchrl.training.train_loop import Progress, run
 
 # Sections that shape the model; a resumed run must keep them as they were.
 _FIXED_SECTIONS = ("env", "algorithm", "network")
@@ -35,7 +35,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
     """Trains until `config.train.total_steps` environment steps; resumes from `logdir`.
 
     Args:
-      config: the resolved config (`batchrl.tools.load_run_config`); checked again here.
+      config: the resolved config (`batchrl.config.load_run_config`); checked again here.
       logdir: folder for config.yaml, checkpoints, TensorBoard events and the exported
         policy. A folder with a checkpoint resumes from it.
       progress: callable receiving a one-line status string; None prints to stderr.

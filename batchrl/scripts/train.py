@@ -83,11 +83,11 @@ def main(argv=None) -> int:
     try:
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
         import_tensorflow(init_devices=False)
+        from batchrl.config import ConfigError
+        from batchrl.config.run_config import load_run_config
         from batchrl.runners.train import train, use_xla_cache
-        from batchrl.tools.checkpoints import CheckpointError
-        from batchrl.tools.config import ConfigError
-        from batchrl.tools.run_config import load_run_config
-        from batchrl.tools.train_loop import Interrupted
+        from batchrl.training.checkpoints import CheckpointError
+        from batchrl.training.train_loop import Interrupted
 
         try:
             config = load_run_config(args.config, args.set)

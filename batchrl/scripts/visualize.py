@@ -16,12 +16,12 @@ tf = import_tensorflow()  # Before anything imports TensorFlow, to hide its C++ 
 import gymnasium as gym
 import numpy as np
 
+from batchrl.config import Config, ConfigError
+from batchrl.config.run_config import load_saved_run_config
 from batchrl.runners.train import make_algorithm
-from batchrl.tools.config import Config, ConfigError
 from batchrl.tools.environments import make_env
 from batchrl.tools.external_process import ExternalProcess, ExternalProcessError
-from batchrl.tools.run_config import load_saved_run_config
-from batchrl.tools.video import (
+from batchrl.training.video import (
     FORMATS,
     RenderError,
     VideoWriter,

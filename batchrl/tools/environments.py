@@ -8,39 +8,34 @@ import importlib
 
 import gymnasium as gym
 
+from batchrl.config.config import ConfigError
+from batchrl.config.registry import ENVIRONMENTS, GYMNASIUM_FAMILIES
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
-from batchrl.tools.config import ConfigError
 from batchrl.tools.external_process import ExternalProcess
-from batchrl.tools.registry import ENVIRONMENTS
 
 # A registered MockEnvironment, so configs and tests can name it like any other task.
 gym.register(
     "batchrl/Mock-v0",
-    entry_point="batchrl.tools.mock_environment:MockEnvironment",
+    entry_point="batchrl.testing.mock_environment:MockEnvironment",
     kwargs={"min_duration": 20, "max_duration": 40},
 )
 
 
-# Packages whose Gymnasium environments are registered only when a function is called
-# (Gymnasium 1.x no longer loads plugins by entry point): namespace -> (module, function).
-_PLUGINS = {"MinAtar": ("minatar.gym", "register_envs")}
-
-
-def _register_plugin(env_id: str) -> None:
-    """Registers the environments of `env_id`'s namespace, if a known plugin provides it."""
-    if env_id.startswith("batchrl/Routing-") and env_id not in gym.registry:
-        importlib.import_module("batchrl.envs.routing")  # Registers its Gymnasium ids.
-    namespace = env_id.split("/")[0] if "/" in env_id else None
-    if namespace not in _PLUGINS or env_id in gym.registry:
+def _register_family(env_id: str) -> None:
+    """Registers the Gymnasium ids of `env_id`'s family, if `GYMNASIUM_FAMILIES` names it."""
+    if env_id in gym.registry:
         return
-    module, function = _PLUGINS[namespace]
-    try:
-        getattr(importlib.import_module(module), function)()
-    except ImportError as error:
-        raise ConfigError(
-            f"env.id={env_id!r} needs the package that provides {module} ({error}); "
-            "for MinAtar: pip install minatar."
-        ) from None
+    for prefix in GYMNASIUM_FAMILIES.names:
+        if env_id.startswith(prefix):
+            try:
+                register = GYMNASIUM_FAMILIES.resolve(prefix)
+            except ConfigError as error:
+                module = GYMNASIUM_FAMILIES.entry_point(prefix).partition(":")[0]
+                raise ConfigError(
+                    f"env.id={env_id!r} needs the package that provides {module} ({error}); "
+                    f"install it (pip install the project that ships {module!r})."
+                ) from None
+            register()
 
 
 def check_env_id(env_id: str) -> None:
@@ -59,7 +54,7 @@ def check_env_id(env_id: str) -> None:
                 f"{name!r} ({error})."
             ) from None
         env_id = name
-    _register_plugin(env_id)
+    _register_family(env_id)
     try:
         gym.spec(env_id)
     except gym.error.Error as error:
@@ -72,7 +67,7 @@ def check_env_id(env_id: str) -> None:
 
 def make_env(env_id: str, max_episode_steps: int = 0, render_mode: str | None = None):
     """A Gymnasium environment; `max_episode_steps` 0 keeps the registered time limit."""
-    _register_plugin(env_id)
+    _register_family(env_id)
     kwargs = {"render_mode": render_mode} if render_mode else {}
     if max_episode_steps:
         kwargs["max_episode_steps"] = max_episode_steps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchrl.tools import summary
+from batchrl.parts import summary
 
 
 def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[str, tf.Tensor]:

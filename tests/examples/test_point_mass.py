@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
-from batchrl.tools import load_run_config
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

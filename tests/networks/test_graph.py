@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.config import ConfigError, load_run_config
 from batchrl.envs.routing import Routing, load_topology
 from batchrl.networks.factory import make_network, make_population_network
 from batchrl.networks.graph import GraphNetwork, GraphPopulation, weight_shapes
-from batchrl.tools import load_run_config
-from batchrl.tools.config import ConfigError
 
 
 def observations(topology, count, seed=3, steps=6):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.core import Algorithm
 from batchrl.envs import CartPole
 from batchrl.runners import LocalTrainer
-from batchrl.tools import load_run_config
 from batchrl.tools.simulate import needs_autograph
 
 

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
 from batchrl.algorithms.es import ES, GenerationTrainer
+from batchrl.config import ConfigError, load_run_config
 from batchrl.runners import train
-from batchrl.tools import ConfigError, load_run_config
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress

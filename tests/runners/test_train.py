@@ -2,8 +2,8 @@
 
 import pytest
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
-from batchrl.tools import load_run_config
 
 
 def quiet(*_, **__):

@@ -2,8 +2,8 @@
 
 import pytest
 
+from batchrl.config import load_run_config
 from batchrl.scripts import train as train_script
-from batchrl.tools import load_run_config
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,10 @@ import psutil
 import pytest
 import tensorflow as tf
 
+from batchrl.config import load_run_config
 from batchrl.runners import train
 from batchrl.scripts import train as train_script
-from batchrl.tools import CheckpointError, load_run_config
+from batchrl.training import CheckpointError
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
 OLD_RUN = Path(__file__).parents[1] / "data" / "v0.1-debug-run"
@@ -93,7 +94,7 @@ def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
         raise AssertionError("trained after a signal")
 
     run_config, runner = (
-        sys.modules["batchrl.tools.run_config"],
+        sys.modules["batchrl.config.run_config"],
         sys.modules["batchrl.runners.train"],
     )
     monkeypatch.setattr(run_config, "load_run_config", load_and_drop_a_signal)

@@ -15,11 +15,15 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import PPO
+from batchrl.config import load_run_config
 from batchrl.runners import train
 from batchrl.scripts import train as train_script
-from batchrl.tools import BatchEnv, InGraphBatchEnv, PolicyEvaluator, load_run_config, simulate
+from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
-from batchrl.tools.evaluation import Evaluation
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.simulate import simulate
+from batchrl.training import PolicyEvaluator
+from batchrl.training.evaluation import Evaluation
 
 PPO_TAGS = {
     "ppo/policy_loss",
@@ -150,8 +154,8 @@ def run_script(tmp_path, code):
 TRAIN_IN_PROCESSES = """
     import os, sys
     from batchrl.runners import train
-    from batchrl.tools import load_run_config
-    from batchrl.tools.train_loop import Interrupted
+    from batchrl.config import load_run_config
+    from batchrl.training.train_loop import Interrupted
     def progress(text, final=False):
         print("PROGRESS", text, flush=True)
         children = __import__("psutil").Process().children(recursive=True)

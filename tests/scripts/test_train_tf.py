@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.config import ConfigError, load_run_config
 from batchrl.runners import train
-from batchrl.tools import ConfigError, load_run_config
 
 
 def quiet(*_, **__):

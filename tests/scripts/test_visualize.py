@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from batchrl.config import default_config_dir, load_run_config
+from batchrl.config.run_config import check_run_config
 from batchrl.runners import train
 from batchrl.scripts import visualize as visualize_script
-from batchrl.tools import load_run_config
-from batchrl.tools.config import default_config_dir
 from batchrl.tools.environments import check_env_id, make_env
-from batchrl.tools.run_config import check_run_config
-from batchrl.tools.video import OFFSCREEN_PACKAGES as PACKAGES
+from batchrl.training.video import OFFSCREEN_PACKAGES as PACKAGES
 
 # Pendulum-v1 renders 500 x 500 frames at 30 per second, CartPole-v1 600 x 400 at 50 and
 # MuJoCo's Reacher-v5 480 x 480 at 50. An episode of length L gives L + 1 frames: one

@@ -93,3 +93,9 @@ class WrongShapeEnv(CountEnv):
 # pytest imports the tests by path, so worker processes cannot import this module by name;
 # cloudpickle sends its classes by value instead.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def register_probe_family():
+    """A family of Gymnasium ids registered by a function, as MinAtar's and routing's are."""
+    if "Probe/Count-v0" not in gym.registry:
+        gym.register("Probe/Count-v0", entry_point="tests.tools._envs:CountEnv")

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools import BatchEnv, InGraphBatchEnv, MockEnvironment
+from batchrl.testing import MockEnvironment
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from tests.tools._envs import CountEnv, WrongShapeEnv
 
 

@@ -6,7 +6,10 @@ import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
-from batchrl.tools import BatchEnv, InGraphBatchEnv, MockAlgorithm, MockEnvironment, simulate
+from batchrl.testing import MockAlgorithm, MockEnvironment
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.simulate import simulate
 from tests.tools._in_graph_envs import Countdown
 
 

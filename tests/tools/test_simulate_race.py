@@ -7,14 +7,11 @@ import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
-from batchrl.tools import (
-    BatchEnv,
-    ExternalProcess,
-    InGraphBatchEnv,
-    MockAlgorithm,
-    MockEnvironment,
-    simulate,
-)
+from batchrl.testing import MockAlgorithm, MockEnvironment
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.external_process import ExternalProcess
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.simulate import simulate
 
 pytestmark = pytest.mark.usefixtures("no_new_children")
 

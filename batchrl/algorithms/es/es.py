@@ -6,6 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.es import utility
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy, Trainer
 from batchrl.networks import PopulationNetwork, action_size, to_action
 from batchrl.networks.factory import (
@@ -13,13 +15,11 @@ from batchrl.networks.factory import (
     check_graph_config,
     make_population_network,
 )
-from batchrl.tools import summary
-from batchrl.tools.config import ConfigError, check_choice
+from batchrl.parts import summary
+from batchrl.parts.normalizer import StreamingNormalizer
+from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.tools.environments import make_in_graph_env
-from batchrl.tools.evaluation import EpisodeRecorder, first_episodes
-from batchrl.tools.normalizer import StreamingNormalizer
-from batchrl.tools.run_config import check_range
-from batchrl.tools.schedules import SCHEDULES, learning_rate
+from batchrl.tools.episodes import EpisodeRecorder, first_episodes
 
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "separate_ranks", "raw")

@@ -6,14 +6,14 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.impala import utility, vtrace
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
 from batchrl.networks import MLP, PolicyHead, batch_apply
-from batchrl.tools import optimizers, summary
-from batchrl.tools.config import ConfigError, check_choice
-from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
-from batchrl.tools.rollout_buffer import RolloutBuffer
-from batchrl.tools.run_config import check_range
-from batchrl.tools.schedules import SCHEDULES, learning_rate
+from batchrl.parts import optimizers, summary
+from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.parts.rollout_buffer import RolloutBuffer
+from batchrl.parts.schedules import SCHEDULES, learning_rate
 
 OPTIMIZERS = ("rmsprop", "adam")
 

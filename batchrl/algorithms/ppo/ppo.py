@@ -5,16 +5,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import utility
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Learner, Policy
 from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
-from batchrl.tools import optimizers, summary
-from batchrl.tools.checkpoints import Untracked
-from batchrl.tools.config import ConfigError, check_choice
-from batchrl.tools.normalizer import RewardScaler, StreamingNormalizer
-from batchrl.tools.permutations import random_permutations
-from batchrl.tools.rollout_buffer import EpisodeBuffer, RolloutBuffer
-from batchrl.tools.run_config import check_range
-from batchrl.tools.schedules import SCHEDULES, learning_rate
+from batchrl.parts import optimizers, summary
+from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.parts.permutations import random_permutations
+from batchrl.parts.rollout_buffer import EpisodeBuffer, RolloutBuffer
+from batchrl.parts.schedules import SCHEDULES, learning_rate
+from batchrl.parts.untracked import Untracked
 
 OBJECTIVES = ("clip", "kl_penalty")
 UPDATE_MODES = ("steps", "episodes")

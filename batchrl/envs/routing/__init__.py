@@ -16,16 +16,23 @@ from batchrl.envs.routing.routing_env import RoutingEnv
 from batchrl.envs.routing.topology import Topology, load_topology, make_topology
 
 # Importing this package registers the Gymnasium ids of `RoutingEnv`; without the import,
-# gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0") imports it first.
+# gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0") imports it first, and
+# batchrl's `make_env` calls `register_gym_ids` (`GYMNASIUM_FAMILIES` names it).
 GYM_IDS = {"nsfnet": "batchrl/Routing-NSFNET-v0", "geant2": "batchrl/Routing-GEANT2-v0"}
 
-for _topology, _env_id in GYM_IDS.items():
-    if _env_id not in gym.registry:
-        gym.register(
-            id=_env_id,
-            entry_point="batchrl.envs.routing.routing_env:RoutingEnv",
-            kwargs={"topology": _topology},
-        )
+
+def register_gym_ids() -> None:
+    """Registers `GYM_IDS` with Gymnasium, once."""
+    for topology, env_id in GYM_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id,
+                entry_point="batchrl.envs.routing.routing_env:RoutingEnv",
+                kwargs={"topology": topology},
+            )
+
+
+register_gym_ids()
 
 # The batched environments in TensorFlow ops, by the same ids (env.backend: tensorflow).
 make_nsfnet = functools.partial(Routing, topology="nsfnet")
@@ -39,6 +46,7 @@ __all__ = [
     "Routing",
     "RoutingEnv",
     "RoutingObserv",
+    "register_gym_ids",
     "Topology",
     "load_topology",
     "make_geant2",

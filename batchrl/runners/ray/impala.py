@@ -9,13 +9,13 @@ import numpy as np
 import ray
 import tensorflow as tf
 
+from batchrl.config import check_choice
+from batchrl.config.run_config import algorithm_class
 from batchrl.core import Learner
+from batchrl.parts import summary
 from batchrl.runners.ray.actors import Actors, EnvActor
 from batchrl.runners.unrolls import Unroll, concatenate, episode_stats, stack
-from batchrl.tools import summary
-from batchrl.tools.config import check_choice
 from batchrl.tools.environments import EnvSpaces
-from batchrl.tools.run_config import algorithm_class
 
 INFERENCE = ("actor", "central")
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import ray
 
+from batchrl.config.run_config import algorithm_class
+from batchrl.parts import summary
 from batchrl.runners.ray.actors import Actors, limit_threads
-from batchrl.tools import summary
 from batchrl.tools.environments import make_in_graph_env
-from batchrl.tools.run_config import algorithm_class
 
 
 @ray.remote(max_restarts=0)

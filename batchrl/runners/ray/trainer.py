@@ -6,13 +6,13 @@ import functools
 
 import ray
 
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import algorithm_class, algorithm_section, check_range
 from batchrl.core import Learner, Trainer
 from batchrl.runners.ray.actors import connect
 from batchrl.runners.ray.impala import INFERENCE, RayActorLearner, make_behaviour_policy
 from batchrl.runners.ray.population import RayPopulation
-from batchrl.tools.config import ConfigError, check_choice
 from batchrl.tools.environments import EnvSpaces, make_batch_env, make_in_graph_env
-from batchrl.tools.run_config import algorithm_class, algorithm_section, check_range
 
 
 def _is_population(algo_cls) -> bool:

@@ -7,10 +7,9 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy, Strategy
+from batchrl.config import ConfigError, load_run_config
 from batchrl.envs.cartpole import CartPole
 from batchrl.runners import train
-from batchrl.tools import load_run_config
-from batchrl.tools.config import ConfigError
 from tests.scripts.test_faults import checkpoint_values
 
 

@@ -7,9 +7,8 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import ES, PopulationPolicy
 from batchrl.algorithms.es.es import PopulationEvaluator, common_streams
+from batchrl.config import ConfigError, load_run_config
 from batchrl.networks import PopulationNetwork
-from batchrl.tools import load_run_config
-from batchrl.tools.config import ConfigError
 from tests.tools._in_graph_envs import Countdown
 
 MEMBERS, PER_MEMBER = 10, 2

@@ -13,16 +13,16 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
+from batchrl.config import ConfigError, load_run_config
+from batchrl.config.run_config import check_run_config
 from batchrl.runners import train
 from batchrl.runners.threads import ActorLearner
-from batchrl.tools import ConfigError, load_run_config
 from batchrl.tools.environments import EnvSpaces, make_batch_env
-from batchrl.tools.run_config import check_run_config
 
 # Episodes of exactly 3 steps that terminate; observation and reward as MockEnvironment's.
 gym.register(
     "batchrl-test/Mock3-v0",
-    entry_point="batchrl.tools.mock_environment:MockEnvironment",
+    entry_point="batchrl.testing.mock_environment:MockEnvironment",
     kwargs={"observation_shape": (1,), "min_duration": 3, "max_duration": 3},
 )
 

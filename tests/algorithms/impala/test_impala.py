@@ -6,19 +6,16 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
+from batchrl.config import ConfigError, load_run_config
+from batchrl.config.run_config import check_run_config
 from batchrl.runners import train
-from batchrl.tools import (
-    BatchEnv,
-    ConfigError,
-    InGraphBatchEnv,
-    PolicyEvaluator,
-    load_run_config,
-    simulate,
-)
+from batchrl.testing.mock_environment import MockEnvironment
+from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
-from batchrl.tools.evaluation import Evaluation
-from batchrl.tools.mock_environment import MockEnvironment
-from batchrl.tools.run_config import check_run_config
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
+from batchrl.tools.simulate import simulate
+from batchrl.training import PolicyEvaluator
+from batchrl.training.evaluation import Evaluation
 
 IMPALA_TAGS = {
     "impala/policy_loss",

@@ -10,8 +10,11 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import PPO
+from batchrl.config import Config, load_run_config
 from batchrl.runners import train
-from batchrl.tools import Config, InGraphEnv, PolicyEvaluator, load_run_config, simulate
+from batchrl.tools.in_graph_env import InGraphEnv
+from batchrl.tools.simulate import simulate
+from batchrl.training import PolicyEvaluator
 
 LENGTH = 4
 

@@ -13,7 +13,9 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.algorithms import PPO
-from batchrl.tools import PolicyEvaluator, load_run_config, simulate
+from batchrl.config import load_run_config
+from batchrl.tools.simulate import simulate
+from batchrl.training import PolicyEvaluator
 
 # Float32 sums in a different order: XLA fuses and reorders the reductions. Adam divides by
 # the root of the second moment, which magnifies that noise for variables whose gradient is

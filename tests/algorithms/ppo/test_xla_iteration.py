@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.algorithms import PPO
+from batchrl.config import load_run_config
 from batchrl.runners import LocalTrainer
-from batchrl.tools import load_run_config
 
 ROLLOUT, ENVS = 8, 4
 

@@ -4,8 +4,8 @@ import pytest
 
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
+from batchrl.config import load_run_config
 from batchrl.envs.routing import Routing
-from batchrl.tools import load_run_config
 
 
 def fixed_set_mean(algo, episodes, seed=123):

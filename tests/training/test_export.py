@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools import export
-from batchrl.tools.export import export_policy
+from batchrl.training import export
+from batchrl.training.export import export_policy
 
 SPACE = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 

@@ -16,17 +16,6 @@ class CheckpointError(RuntimeError):
     """Checkpoints exist, but none can be read, or one reads but does not fit the model."""
 
 
-class Untracked:
-    """Holds variables where `tf.Module` and `tf.train.Checkpoint` do not look.
-
-    For state that is rebuilt from the config at construction (a seed) or that only
-    reports (the latest summaries): a checkpoint without it still restores exactly.
-    """
-
-    def __init__(self, variables: dict[str, tf.Variable]):
-        self.variables = variables
-
-
 class Checkpoints:
     """`tf.train.CheckpointManager` for `<logdir>/checkpoints`, with a careful resume.
 

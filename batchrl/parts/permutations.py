@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-ROUNDS = 8  # Four left rows 1,024 apart together too rarely (tests/tools/test_permutations.py).
+ROUNDS = 8  # Four left rows 1,024 apart together too rarely (tests/parts/test_permutations.py).
 SMALLEST = 256  # Below, a sort is cheap, and a network over a few bits makes few orders.
 _MULTIPLIER = 0x45D9F3B
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools import RewardScaler
+from batchrl.parts import RewardScaler
 
 # B=2 agents, discount 0.5, no clipping. R is each agent's discounted return; the scale
 # is the population std of every R seen so far, this step's included.

@@ -1,116 +1,24 @@
-"""Read-only configs built from YAML presets in `batchrl/configs/` plus command-line overrides."""
+"""Configs built from YAML presets in `batchrl/configs/` and overrides, and saved back."""
 
 from __future__ import annotations
 
 import copy
-import difflib
-import io
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import ruamel.yaml
 
 import batchrl
+from batchrl.config.config import Config, ConfigError, dump, suggest, yaml_parser
+from batchrl.config.schema import check_choices, check_schema, merge
 
 DEFAULT_NAME = "default"
+
 BASE_KEY = "base"
-_SCALARS = (bool, int, float, str)
-
-
-class ConfigError(ValueError):
-    """A config file, override or choice that does not fit the schema in `default.yaml`."""
-
-
-def check_choice(key: str, value, choices) -> None:
-    """Raises ConfigError naming `key` and the valid `choices` when `value` is not one."""
-    if value not in choices:
-        raise ConfigError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
-
-
-class Config(Mapping):
-    """A read-only nested mapping with attribute and dotted item access.
-
-    `config.algorithm.learning_rate`, `config['algorithm']['learning_rate']`,
-    `config['algorithm.learning_rate']` and `config.get('algorithm.learning_rate')`
-    all read the same value. Nested mappings are `Config`s and lists are tuples.
-    Assigning an attribute raises AttributeError and assigning an item raises
-    TypeError, as for frozen dataclasses and tuples.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any] = ()):
-        object.__setattr__(
-            self, "_data", {str(key): _freeze(value) for key, value in dict(data).items()}
-        )
-
-    def __getitem__(self, key: str) -> Any:
-        node = self
-        for part in str(key).split("."):
-            if not isinstance(node, Config) or part not in node._data:
-                raise KeyError(f"No key {key!r} in the config; top-level keys: {_listing(self)}.")
-            node = node._data[part]
-        return node
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._data[name]
-        except KeyError:
-            raise AttributeError(
-                f"No key {name!r} in the config{_suggest(name, self._data)}; "
-                f"keys: {_listing(self)}."
-            ) from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"Config is read-only; cannot set {name!r}. Use overrides instead.")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Config is read-only; cannot delete {name!r}.")
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        raise TypeError(f"Config is read-only; cannot set {key!r}. Use overrides instead.")
-
-    def __delitem__(self, key: str) -> None:
-        raise TypeError(f"Config is read-only; cannot delete {key!r}.")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Config):
-            return NotImplemented
-        return self._data == other._data
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __repr__(self) -> str:
-        return f"Config({self.to_dict()!r})"
-
-    def __str__(self) -> str:
-        return _dump(self.to_dict())
-
-    def __reduce__(self):
-        return (Config, (self.to_dict(),))
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self._data))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the config as plain nested dicts, with lists as lists."""
-        return {key: _thaw(value) for key, value in self._data.items()}
-
-
-_RESERVED = frozenset(name for name in dir(Config) if not name.startswith("_"))
 
 
 def default_config_dir() -> Path:
@@ -171,14 +79,14 @@ def load_config(
     schema = _load_schema(config_dir, sections)
     values, sources = _defaults(schema, config_dir)
     for path, tree in _preset_chain(name_or_path, config_dir):
-        _merge(values, tree, schema, str(path), (), sources, moved)
+        merge(values, tree, schema, str(path), (), sources, moved)
     for override in overrides:
         key, value = _parse_override(override)
         tree = value
         for part in reversed(key.split(".")):
             tree = {part: tree}
-        _merge(values, tree, schema, f"override {override!r}", (), sources, moved)
-    _check_choices(values, choices, sources)
+        merge(values, tree, schema, f"override {override!r}", (), sources, moved)
+    check_choices(values, choices, sources)
     config = Config(values)
     if validate is not None:
         validate(config, sources)
@@ -239,7 +147,7 @@ def save_config(config: Config, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "# Resolved batchrl config; read it back with load_resolved_config().\n"
-    text += _dump(Config(config).to_dict())
+    text += dump(Config(config).to_dict())
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
@@ -296,12 +204,12 @@ def load_resolved_config(
             f"{path}: a resolved config holds every key and has no {BASE_KEY!r}; "
             "load presets with load_config() instead."
         )
-    _merge(values, tree, schema, str(path), (), sources)
+    merge(values, tree, schema, str(path), (), sources)
     default_origin = str(config_dir / f"{DEFAULT_NAME}.yaml")
     missing = [key for key, origin in sources.items() if origin == default_origin]
     if missing:
         warnings.warn(f"{path} lacks keys {missing}; using their defaults.", stacklevel=2)
-    _check_choices(values, choices, sources)
+    check_choices(values, choices, sources)
     config = Config(values)
     if validate is not None:
         validate(config, sources)
@@ -315,27 +223,13 @@ def _as_dir(config_dir: str | os.PathLike | None) -> Path:
     return config_dir
 
 
-def _yaml() -> ruamel.yaml.YAML:
-    # The pure-Python parser behaves the same with or without ruamel.yaml.clib.
-    yaml = ruamel.yaml.YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False
-    return yaml
-
-
-def _dump(tree: dict[str, Any]) -> str:
-    stream = io.StringIO()
-    _yaml().dump(tree, stream)
-    return stream.getvalue()
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"Cannot read config file {path}: {error}") from error
     try:
-        tree = _yaml().load(text)
+        tree = yaml_parser().load(text)
     except ruamel.yaml.constructor.ConstructorError as error:
         raise ConfigError(
             f"{path}: YAML tags are not allowed; configs hold only mappings, lists and "
@@ -359,7 +253,7 @@ def _find(name: str, config_dir: Path, origin: str = "") -> Path:
     if not path.is_file():
         available = _available(config_dir)
         raise ConfigError(
-            f"{origin}Unknown config {name!r}{_suggest(name, available)}; available "
+            f"{origin}Unknown config {name!r}{suggest(name, available)}; available "
             f"configs in {config_dir}: {', '.join(available) or '(none)'}."
         )
     return path
@@ -404,43 +298,14 @@ def _load_schema(config_dir: Path, sections: Mapping | None = None) -> dict[str,
     schema = _read_yaml(path)
     if BASE_KEY in schema:
         raise ConfigError(f"{path}: the default config cannot have a {BASE_KEY!r}.")
-    _check_schema(schema, str(path), ())
+    check_schema(schema, str(path), ())
     for name, section in (sections or {}).items():
         if name in schema:
             raise ConfigError(f"Section {name!r} is already in {path}; choose another name.")
         section = copy.deepcopy(dict(section))
-        _check_schema({name: section}, f"section {name!r}", ())
+        check_schema({name: section}, f"section {name!r}", ())
         schema[name] = section
     return schema
-
-
-def _check_schema(tree: dict[str, Any], origin: str, prefix: tuple[str, ...]) -> None:
-    for key, value in tree.items():
-        dotted = ".".join(prefix + (str(key),))
-        if not isinstance(key, str) or not key.isidentifier() or key.startswith("_"):
-            raise ConfigError(
-                f"{origin}: key {dotted!r} must be a Python name without a leading _."
-            )
-        if key in _RESERVED:
-            raise ConfigError(f"{origin}: key {dotted!r} would hide Config.{key}; rename it.")
-        if isinstance(value, dict):
-            _check_schema(value, origin, prefix + (key,))
-        else:
-            _check_default(dotted, value, origin)
-
-
-def _check_default(dotted: str, value: Any, origin: str) -> None:
-    """Checks that a default is a scalar, null or a list of one element type."""
-    if isinstance(value, list):
-        for i, element in enumerate(value):
-            _check_default(f"{dotted}[{i}]", element, origin)
-        if value:
-            _check_value(dotted, value, value, origin)
-    elif value is not None and not isinstance(value, _SCALARS):
-        raise ConfigError(
-            f"{origin}: {dotted} = {value!r} has type {_kind(value)}; defaults must be "
-            "bool, int, float, str, null or lists of one of these."
-        )
 
 
 def _defaults(schema: dict[str, Any], config_dir: Path) -> tuple[dict, dict[str, str]]:
@@ -458,80 +323,6 @@ def _defaults(schema: dict[str, Any], config_dir: Path) -> tuple[dict, dict[str,
     return copy.deepcopy(schema), sources
 
 
-def _merge(values, tree, schema, origin, prefix, sources, moved=None) -> None:
-    """Validates `tree` against `schema` and writes it into `values`, in place."""
-    for key, value in tree.items():
-        dotted = ".".join(prefix + (str(key),))
-        if moved and dotted in moved:
-            raise ConfigError(f"{origin}: {dotted!r} has moved: {moved[dotted]}.")
-        if key not in schema:
-            where = f"under {'.'.join(prefix)!r}" if prefix else "at the top level"
-            similar = [".".join(prefix + (k,)) for k in schema]
-            raise ConfigError(
-                f"{origin}: unknown key {dotted!r}{_suggest(dotted, similar)}. Valid keys "
-                f"{where}: {', '.join(map(str, schema)) or '(none)'}."
-            )
-        default = schema[key]
-        if isinstance(default, dict):
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise ConfigError(
-                    f"{origin}: {dotted} = {value!r} has type {_kind(value)}, but {dotted!r} "
-                    f"is a section with keys: {', '.join(default) or '(none)'}."
-                )
-            _merge(values[key], value, default, origin, prefix + (key,), sources, moved)
-        else:
-            values[key] = _check_value(dotted, value, default, origin)
-            sources[dotted] = origin
-
-
-def _element_default(default: list) -> Any:
-    """A stand-in default for every element; [1, 2.5] is a list of floats."""
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in default)
-    if numbers and any(isinstance(x, float) for x in default):
-        return 0.0
-    return default[0]
-
-
-def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
-    """Returns `value` converted to the type of `default`, or raises ConfigError."""
-    if isinstance(default, list):
-        if isinstance(value, (list, tuple)):
-            element = _element_default(default) if default else None
-            return [_check_value(f"{dotted}[{i}]", x, element, origin) for i, x in enumerate(value)]
-        expected = f"list of {_expected(_element_default(default))}" if default else "list"
-    elif default is None:
-        if value is None or isinstance(value, _SCALARS):
-            return value
-        expected = "a scalar or null (the default is null)"
-    elif isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        expected = "bool (true or false)"
-    elif isinstance(default, float):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        expected = "float (an int is accepted)"
-    elif isinstance(value, type(default)) and not isinstance(value, bool):
-        return value
-    else:
-        expected = _expected(default)
-    raise ConfigError(
-        f"{origin}: {dotted} = {value!r} has type {_kind(value)}, expected {expected}."
-    )
-
-
-def _expected(default: Any) -> str:
-    if isinstance(default, list):
-        return "list"
-    return "a scalar or null" if default is None else type(default).__name__
-
-
-def _kind(value: Any) -> str:
-    return {dict: "mapping", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def _parse_override(text: str) -> tuple[str, Any]:
     if not isinstance(text, str):
         raise ConfigError(f"Override {text!r} must be a string dotted.key=value.")
@@ -543,49 +334,7 @@ def _parse_override(text: str) -> tuple[str, Any]:
             "algorithm.learning_rate=3e-4."
         )
     try:
-        value = _yaml().load(raw)
+        value = yaml_parser().load(raw)
     except ruamel.yaml.YAMLError as error:
         raise ConfigError(f"Override {text!r}: cannot parse {raw!r} as YAML.\n{error}") from error
     return key, value
-
-
-def _check_choices(values: dict, choices: Mapping | None, sources: dict[str, str]) -> None:
-    for dotted, allowed in (choices or {}).items():
-        if dotted not in sources:
-            raise ConfigError(f"choices name {dotted!r}, which is not a key of the config.")
-        value = values
-        for part in dotted.split("."):
-            value = value[part]
-        allowed = list(allowed)
-        if _freeze(value) not in [_freeze(x) for x in allowed]:
-            raise ConfigError(
-                f"{sources[dotted]}: {dotted} = {value!r} is not a valid choice; valid "
-                f"choices: {', '.join(map(repr, allowed))}."
-            )
-
-
-def _suggest(name: str, candidates: Iterable[str]) -> str:
-    match = difflib.get_close_matches(name, list(candidates), n=1)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def _listing(config: Config) -> str:
-    return ", ".join(config._data) or "(none)"
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Config):
-        return value
-    if isinstance(value, Mapping):
-        return Config(value)
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(x) for x in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Config):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_thaw(x) for x in value]
-    return value

@@ -3,7 +3,7 @@
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.checkpoints import CheckpointError, Checkpoints
+from batchrl.training.checkpoints import CheckpointError, Checkpoints
 
 
 class _Model(tf.Module):

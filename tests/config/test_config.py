@@ -1,4 +1,4 @@
-"""Tests of batchrl.tools.config: presets, overrides, validation, read-only access, saving."""
+"""Tests of batchrl.config.config: presets, overrides, validation, read-only access, saving."""
 
 import os
 import pickle
@@ -10,14 +10,8 @@ import pytest
 import ruamel.yaml
 
 import batchrl
-from batchrl.tools import config as config_lib
-from batchrl.tools.config import (
-    Config,
-    ConfigError,
-    load_config,
-    load_resolved_config,
-    save_config,
-)
+from batchrl import config as config_lib
+from batchrl.config import Config, ConfigError, load_config, load_resolved_config, save_config
 
 DEFAULT = """\
 seed: 0
@@ -466,5 +460,5 @@ def test_load_resolved_validates_types_choices_and_base(config_dir, tmp_path):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import sys, batchrl.tools.config; assert 'tensorflow' not in sys.modules"
+    code = "import sys, batchrl.config; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from batchrl.tools import config as config_lib
-from batchrl.tools.config import Config, ConfigError, Sources, check_choice
-from batchrl.tools.registry import ALGORITHMS, NETWORKS, RUNNERS
+from batchrl.config import loading
+from batchrl.config.config import Config, ConfigError, check_choice
+from batchrl.config.loading import Sources
+from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
 
 BACKENDS = ("gymnasium", "tensorflow")
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
@@ -40,11 +41,11 @@ def load_run_config(
     Raises:
       ConfigError: naming the key, the bad value and what is valid.
     """
-    algo_name = config_lib.peek(name_or_path, "algorithm.name", overrides, config_dir)
-    top = str(config_lib.preset_path(name_or_path, config_dir))
-    if Path(top).resolve() == (config_lib.default_config_dir() / "default.yaml").resolve():
+    algo_name = loading.peek(name_or_path, "algorithm.name", overrides, config_dir)
+    top = str(loading.preset_path(name_or_path, config_dir))
+    if Path(top).resolve() == (loading.default_config_dir() / "default.yaml").resolve():
         top = ""  # The schema itself sets every key.
-    return config_lib.load_config(
+    return loading.load_config(
         name_or_path,
         overrides,
         config_dir,
@@ -60,8 +61,8 @@ def load_saved_run_config(path: str | os.PathLike) -> Config:
     A config.yaml of batchrl 0.1, whose `algorithm:` section held every algorithm's keys,
     is converted to the sections, with a warning.
     """
-    algo_name = config_lib.peek_resolved(path, "algorithm.name")
-    return config_lib.load_resolved_config(
+    algo_name = loading.peek_resolved(path, "algorithm.name")
+    return loading.load_resolved_config(
         path,
         sections=_extra_sections(algo_name),
         validate=lambda config, sources: check_run_config(config),
@@ -119,7 +120,7 @@ def convert_flat_config(tree: dict) -> dict:
     algorithm = tree.get("algorithm")
     if not isinstance(algorithm, dict) or set(algorithm) <= {"name"}:
         return tree
-    schema = config_lib.load_config("default").to_dict()
+    schema = loading.load_config("default").to_dict()
     name = algorithm.get("name", "ppo")
     tree = {key: value for key, value in tree.items() if key != "algorithm"}
     tree["algorithm"] = {"name": name}
@@ -165,7 +166,7 @@ def _extra_sections(algo_name: Any) -> dict[str, dict]:
 
 def _moved_keys(config_dir) -> dict[str, str]:
     """Where each key of batchrl 0.1's flat `algorithm:` section went."""
-    schema = config_lib.load_config("default", config_dir=config_dir).to_dict()
+    schema = loading.load_config("default", config_dir=config_dir).to_dict()
     homes: dict[str, list[str]] = {}
     for section in ("network", *ALGORITHMS.names):
         for key in schema.get(section, {}):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.schedules import learning_rate
+from batchrl.parts.schedules import learning_rate
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from batchrl.tools import video
+from batchrl.training import video
 
 
 def gray(value, shape=(17, 33)):

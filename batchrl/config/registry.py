@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from batchrl.tools.config import ConfigError
+from batchrl.config.config import ConfigError
 
 
 def load_entry_point(entry_point: str, kind: str = "object") -> Any:
@@ -58,6 +58,10 @@ class Registry:
         if ":" in name:
             raise ValueError(f"A registered {self.kind} name cannot hold ':', got {name!r}.")
         self._entries[name] = entry_point
+
+    def entry_point(self, name: str) -> str:
+        """The 'package.module:Name' that the registered `name` resolves to."""
+        return self._entries[name]
 
     def is_registered(self, name: str) -> bool:
         return name in self._entries
@@ -120,5 +124,17 @@ ENVIRONMENTS = Registry(
         "Pendulum-v1": "batchrl.envs.pendulum:Pendulum",
         "batchrl/Routing-NSFNET-v0": "batchrl.envs.routing:make_nsfnet",
         "batchrl/Routing-GEANT2-v0": "batchrl.envs.routing:make_geant2",
+    },
+)
+# Families of Gymnasium environments whose ids exist only once a function has run
+# (Gymnasium 1.x loads no plugins by entry point): the start of their ids ->
+# 'package.module:function' that registers them. `make_env` and the config checks call
+# it the first time an id that starts so is asked for; register your own family here.
+GYMNASIUM_FAMILIES = Registry(
+    "Gymnasium environment family",
+    "env.id",
+    {
+        "MinAtar/": "minatar.gym:register_envs",
+        "batchrl/Routing-": "batchrl.envs.routing:register_gym_ids",
     },
 )

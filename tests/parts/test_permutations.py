@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools.permutations import ROUNDS, feistel, random_permutations
+from batchrl.parts.permutations import ROUNDS, feistel, random_permutations
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 17, 255, 256, 257, 1000, 1024, 2048])

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
-from batchrl.tools.normalizer import StreamingNormalizer
+from batchrl.parts.normalizer import StreamingNormalizer
 
 MODES = ["eager", "function"]
 

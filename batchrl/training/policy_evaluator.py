@@ -12,7 +12,7 @@ class PolicyEvaluator(Algorithm):
 
     A recurrent policy (`policy.recurrent`) keeps one state per agent [B, S], restarted
     with `policy.initial_state` when an agent's episode begins. The train loop evaluates
-    every algorithm through one of these (`batchrl.tools.evaluation.Evaluation`).
+    every algorithm through one of these (`batchrl.training.evaluation.Evaluation`).
     """
 
     def __init__(self, policy: Policy, batch_size: int):

@@ -1,10 +1,10 @@
-"""batchrl.tools.optimizers.Adam against Keras's Adam and a NumPy reference."""
+"""batchrl.parts.optimizers.Adam against Keras's Adam and a NumPy reference."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.tools import optimizers
+from batchrl.parts import optimizers
 
 LEARNING_RATE, EPSILON, BETA_1, BETA_2 = 0.01, 1e-5, 0.9, 0.999
 STEPS = 5

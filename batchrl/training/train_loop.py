@@ -13,13 +13,13 @@ from pathlib import Path
 import tensorflow as tf
 
 from batchrl.core import Trainer
-from batchrl.tools import summary
-from batchrl.tools.checkpoints import Checkpoints
+from batchrl.parts import summary
 from batchrl.tools.environments import restart_streams
-from batchrl.tools.evaluation import Evaluation
-from batchrl.tools.export import METADATA, export_policy
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
-from batchrl.tools.policy_evaluator import PolicyEvaluator
+from batchrl.training.checkpoints import Checkpoints
+from batchrl.training.evaluation import Evaluation
+from batchrl.training.export import METADATA, export_policy
+from batchrl.training.policy_evaluator import PolicyEvaluator
 
 
 class Interrupted(Exception):

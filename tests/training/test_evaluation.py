@@ -6,12 +6,13 @@ import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
-from batchrl.tools import simulate
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_tensorflow_env, restart_streams
-from batchrl.tools.evaluation import EpisodeRecorder, Evaluation
+from batchrl.tools.episodes import EpisodeRecorder
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
-from batchrl.tools.policy_evaluator import PolicyEvaluator
+from batchrl.tools.simulate import simulate
+from batchrl.training.evaluation import Evaluation
+from batchrl.training.policy_evaluator import PolicyEvaluator
 from tests.tools._in_graph_envs import Countdown
 
 BATCH = 300

@@ -1,0 +1,70 @@
+"""Configs: the read-only `Config`, the schema in `default.yaml`, presets, overrides, the registry.
+
+`config.py` holds the object and its errors; `schema.py` checks a tree of values against
+`batchrl/configs/default.yaml`, where a key's type is its default's; `loading.py` builds a
+config from a preset chain and `dotted.key=value` overrides and writes a run's resolved
+config atomically; `registry.py` names algorithms, runners, networks and environment
+families by 'package.module:Name' strings, so that nothing here imports them;
+`run_config.py` loads the config of a whole run and checks it against the algorithm's and
+runner's sections, the environments and the networks (the one module here that calls
+into `batchrl.tools` and `batchrl.networks`, inside its checks). The YAML presets
+themselves are package data in `batchrl/configs/`. Nothing here imports TensorFlow.
+"""
+
+from batchrl.config.config import Config, ConfigError, check_choice
+from batchrl.config.loading import (
+    Sources,
+    default_config_dir,
+    load_config,
+    load_resolved_config,
+    peek,
+    peek_resolved,
+    preset_path,
+    save_config,
+)
+from batchrl.config.registry import (
+    ALGORITHMS,
+    ENVIRONMENTS,
+    GYMNASIUM_FAMILIES,
+    NETWORKS,
+    RUNNERS,
+    Registry,
+    load_entry_point,
+)
+from batchrl.config.run_config import (
+    algorithm_class,
+    algorithm_section,
+    check_range,
+    check_run_config,
+    load_run_config,
+    load_saved_run_config,
+    runner_class,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "ENVIRONMENTS",
+    "GYMNASIUM_FAMILIES",
+    "NETWORKS",
+    "RUNNERS",
+    "Config",
+    "ConfigError",
+    "Registry",
+    "Sources",
+    "algorithm_class",
+    "algorithm_section",
+    "check_choice",
+    "check_range",
+    "check_run_config",
+    "default_config_dir",
+    "load_config",
+    "load_entry_point",
+    "load_resolved_config",
+    "load_run_config",
+    "load_saved_run_config",
+    "peek",
+    "peek_resolved",
+    "preset_path",
+    "runner_class",
+    "save_config",
+]
