@@ -1,10 +1,25 @@
 """Replay buffers held in TensorFlow variables, for off-policy algorithms (DQN, SAC, Ape-X).
 
-So far the `SumTree` that prioritized replay samples from: leaves set in one scatter per
-level, and prefix sums found by a descent vectorized over the draws, eagerly, in
-`tf.function` and under XLA. What to sample when lives in the algorithms.
+`UniformReplay` and `PrioritizedReplay` (proportional, Schaul et al. 2016, over the
+`SumTree`) share one interface: `add(items, priorities=None)`, `sample(batch_size, beta)`
+-> `(indices, weights, items)`, `update_priorities(indices, priorities)`, `size()` and
+`capacity`. Items are nested structures of tensors kept in a `Ring` of variables, samples
+come from a checkpointed `RandomStream`, and everything works eagerly, in `tf.function`
+and under XLA, and survives `tf.train.Checkpoint`. What to sample when, schedules of
+beta and the learners' targets live in the algorithms; spreading actors and a shared
+buffer over processes lives in the runners.
 """
 
+from batchrl.replay.prioritized import PrioritizedReplay
+from batchrl.replay.random_stream import RandomStream
+from batchrl.replay.ring import Ring
 from batchrl.replay.sum_tree import SumTree
+from batchrl.replay.uniform import UniformReplay
 
-__all__ = ["SumTree"]
+__all__ = [
+    "PrioritizedReplay",
+    "RandomStream",
+    "Ring",
+    "SumTree",
+    "UniformReplay",
+]

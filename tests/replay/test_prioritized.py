@@ -1,0 +1,114 @@
+"""Prioritized replay: sampling frequencies, importance weights, and how priorities are set."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.replay import PrioritizedReplay
+
+SPEC = {"action": tf.TensorSpec([], tf.int32)}
+
+
+def items(numbers):
+    return {"action": np.asarray(numbers, np.int32)}
+
+
+def probabilities(raw, alpha, epsilon):
+    priority = (np.abs(np.asarray(raw, np.float64)) + epsilon) ** alpha
+    return priority / priority.sum()
+
+
+def frequencies(buffer, batch_size, draws, held):
+    """How often each index comes in `draws` sampled indices, in batches of `batch_size`."""
+
+    @tf.function
+    def count():
+        counts = tf.zeros([held], tf.int32)
+        for _ in tf.range(draws // batch_size):
+            indices = buffer.sample(batch_size, 0.4)[0]
+            counts += tf.math.bincount(indices, minlength=held, maxlength=held)
+        return counts
+
+    return count().numpy() / draws
+
+
+def assert_frequencies(frequency, probability, draws):
+    # Independent draws make each count binomial: a correct sampler is off by more than 5
+    # standard errors with probability 6e-7 per index. Stratified draws (one per segment
+    # of the total) vary less than independent ones, so the bound holds for them too.
+    # Ignoring alpha (alpha = 1) moves a probability below by 0.039: 50 standard errors at
+    # 200,000 draws, 16 at 20,000.
+    error = np.sqrt(probability * (1 - probability) / draws)
+    np.testing.assert_array_less(np.abs(frequency - probability), 5 * error)
+
+
+@pytest.mark.parametrize("batch_size, draws", [(16, 200_000), (1, 20_000)])
+def test_sampling_frequencies_are_the_priorities_to_the_alpha(batch_size, draws):
+    raw = np.arange(1.0, 9.0)  # 8 items
+    buffer = PrioritizedReplay(8, SPEC, alpha=0.6, seed=batch_size)
+    buffer.add(items(range(8)), priorities=tf.constant(raw, tf.float32))
+    probability = probabilities(raw, 0.6, 1e-6)
+    assert_frequencies(frequencies(buffer, batch_size, draws, 8), probability, draws)
+    # New priorities, some repeated within one update: the last one of an index counts.
+    buffer.update_priorities(tf.constant([0, 7, 0, 3]), tf.constant([4.0, 0.5, 20.0, -6.0]))
+    raw[[0, 7, 3]] = [20.0, 0.5, -6.0]
+    probability = probabilities(raw, 0.6, 1e-6)
+    assert probability[0] > 0.2
+    assert_frequencies(frequencies(buffer, batch_size, draws, 8), probability, draws)
+
+
+def test_a_batch_takes_one_point_in_each_segment_of_the_total():
+    # Equal priorities and as many segments as items: each item once, in the tree's order.
+    buffer = PrioritizedReplay(16, SPEC, seed=0)
+    buffer.add(items(range(8)))
+    for _ in range(3):
+        np.testing.assert_array_equal(buffer.sample(8, 0.5)[0].numpy(), np.arange(8))
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_importance_weights_are_exact(beta, mode):
+    # 6 items held of 16: N is the size, not the capacity.
+    raw = np.array([0.5, 3.0, 0.0, 1.5, 7.0, 0.2])
+    buffer = PrioritizedReplay(16, SPEC, alpha=0.7, epsilon=0.01, seed=3)
+    buffer.add(items(range(6)), priorities=tf.constant(raw, tf.float32))
+    sample = buffer.sample if mode == "eager" else tf.function(buffer.sample, jit_compile=True)
+    indices, weights, batch = sample(32, beta)
+    indices = indices.numpy()
+    np.testing.assert_array_equal(batch["action"].numpy(), indices)
+    probability = probabilities(raw, 0.7, 0.01)[indices]
+    expected = (6 * probability) ** -beta
+    np.testing.assert_allclose(weights.numpy(), expected / expected.max(), rtol=1e-5)
+    assert len(set(indices)) >= 4 and weights.numpy().max() == 1.0
+
+
+def test_new_items_enter_at_the_largest_priority_so_far():
+    buffer = PrioritizedReplay(8, SPEC, alpha=0.5, epsilon=0.25)
+    buffer.add(items([0, 1]))  # the maximum starts at 1: priorities 1^alpha
+    np.testing.assert_allclose(buffer.tree.get([0, 1]).numpy(), [1.0, 1.0])
+    buffer.add(items([2, 3]), priorities=tf.constant([0.0, -3.75]))  # epsilon, |raw|
+    np.testing.assert_allclose(buffer.tree.get([2, 3]).numpy(), [0.5, 2.0])
+    assert buffer.max_priority().numpy() == 4.0  # |-3.75| + 0.25, before alpha
+    buffer.add(items([4]))
+    np.testing.assert_allclose(buffer.tree.get([4]).numpy(), [2.0])
+    buffer.update_priorities(tf.constant([0, 0]), tf.constant([8.75, 1.0]))
+    np.testing.assert_allclose(buffer.tree.get([0]).numpy(), [np.sqrt(1.25)])  # last wins
+    assert buffer.max_priority().numpy() == 9.0  # the maximum over all given
+    buffer.update_priorities(tf.constant([1]), tf.constant([0.75]))  # the maximum stays
+    buffer.add(items([5]))
+    np.testing.assert_allclose(buffer.tree.get([1, 5]).numpy(), [1.0, 3.0])
+    np.testing.assert_allclose(buffer.tree.total().numpy(), 1.25**0.5 + 1 + 0.5 + 2 + 2 + 3)
+    assert buffer.size().numpy() == 6
+
+
+def test_overwritten_items_take_their_new_priority():
+    buffer = PrioritizedReplay(3, SPEC, alpha=1.0, epsilon=0.5)
+    buffer.add(items([0, 1, 2]), priorities=tf.constant([9.5, 1.5, 2.5]))
+    buffer.add(items([3, 4]), priorities=tf.constant([0.5, 0.5]))  # over slots 0 and 1
+    np.testing.assert_allclose(buffer.tree.get([0, 1, 2]).numpy(), [1.0, 1.0, 3.0])
+    assert buffer.tree.total().numpy() == 5.0 and buffer.max_priority().numpy() == 10.0
+
+
+def test_epsilon_must_be_positive():
+    with pytest.raises(ValueError, match="epsilon"):
+        PrioritizedReplay(4, SPEC, epsilon=0.0)
