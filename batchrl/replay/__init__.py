@@ -5,11 +5,14 @@
 -> `(indices, weights, items)`, `update_priorities(indices, priorities)`, `size()` and
 `capacity`. Items are nested structures of tensors kept in a `Ring` of variables, samples
 come from a checkpointed `RandomStream`, and everything works eagerly, in `tf.function`
-and under XLA, and survives `tf.train.Checkpoint`. What to sample when, schedules of
-beta and the learners' targets live in the algorithms; spreading actors and a shared
-buffer over processes lives in the runners.
+and under XLA, and survives `tf.train.Checkpoint`. `NStep` turns the steps of B agents
+into n-step transitions before they are added, and `n_step_returns` computes the same
+returns over a [T, B] block. What to sample when, schedules of beta and the learners'
+targets live in the algorithms; spreading actors and a shared buffer over processes
+lives in the runners.
 """
 
+from batchrl.replay.n_step import NStep, n_step_returns
 from batchrl.replay.prioritized import PrioritizedReplay
 from batchrl.replay.random_stream import RandomStream
 from batchrl.replay.ring import Ring
@@ -17,9 +20,11 @@ from batchrl.replay.sum_tree import SumTree
 from batchrl.replay.uniform import UniformReplay
 
 __all__ = [
+    "NStep",
     "PrioritizedReplay",
     "RandomStream",
     "Ring",
     "SumTree",
     "UniformReplay",
+    "n_step_returns",
 ]
