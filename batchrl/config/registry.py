@@ -94,6 +94,7 @@ ALGORITHMS = Registry(
     {"ppo": "batchrl.algorithms.ppo:PPO", "impala": "batchrl.algorithms.impala:IMPALA"},
 )
 ALGORITHMS.register("es", "batchrl.algorithms.es:ES")
+ALGORITHMS.register("dqn", "batchrl.algorithms.dqn:DQN")
 RUNNERS = Registry(
     "runner",
     "runner.name",

@@ -227,7 +227,8 @@ def _windows(
     returns = tf.zeros_like(rewards[0])
     lengths = tf.zeros_like(rewards[0], tf.int32)
     ends_terminal = tf.zeros_like(terminated[0])
-    for k in range(len(rewards)):
+    # A static count: `len` of a tensor is undefined in a graph (a Python list has one).
+    for k in range(rewards.shape[0] if isinstance(rewards, tf.Tensor) else len(rewards)):
         taking &= inside[k]
         returns += tf.where(taking, discount**k * rewards[k], 0.0)
         lengths += tf.cast(taking, tf.int32)

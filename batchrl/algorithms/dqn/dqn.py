@@ -1,0 +1,353 @@
+"""DQN: replay, n-step double-DQN targets and dueling heads, with every step in the graph."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import tensorflow as tf
+
+from batchrl.algorithms.dqn import utility
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
+from batchrl.core import Algorithm, Policy
+from batchrl.networks import MLP
+from batchrl.parts import optimizers, summary
+from batchrl.parts.untracked import Untracked
+from batchrl.replay import NStep, PrioritizedReplay, RandomStream, UniformReplay
+
+CHECKPOINT_REPLAY = ("auto", "true", "false")
+AUTO_CHECKPOINT_BYTES = 1 << 30  # `checkpoint_replay: auto` saves buffers below 1 GiB.
+# What an update reports, as `summaries()` returns it after a training call.
+SUMMARIES = (
+    "loss",
+    "q_mean",
+    "td_abs_mean",
+    "grad_norm",
+    "epsilon",
+    "beta",
+    "buffer_size",
+    "priority_max",
+    "updates",
+)
+
+
+class DQN(Algorithm, Policy):
+    """Deep Q-learning for a batch of environments with discrete actions, driven by `simulate`.
+
+    It reads like the papers (Mnih et al. 2015; van Hasselt et al. 2016; Wang et al.
+    2016; Schaul et al. 2016; Hessel et al. 2018 for n-step returns):
+
+    1. Act: `perform` picks each agent's action epsilon-greedily from the online Q
+       network, epsilon falling linearly over the first part of the run.
+    2. Store: `experience` pushes the B transitions of a step through an n-step window
+       (`batchrl.replay.NStep`) and adds the finished ones to the replay buffer in one
+       write; windows stop at episode ends (no bootstrap past `terminated`, a bootstrap
+       from the last observation after `truncated`).
+    3. Learn: every `train_freq` batched steps, once the buffer holds `learning_starts`
+       transitions, `update` takes `gradient_steps` steps on minibatches: double-DQN
+       targets from the target network, the Huber loss weighted by the importance weights
+       of prioritized replay (1 for uniform), the new priorities |TD error|, and the
+       target network copied every `target_update_interval` environment steps (tau 1)
+       or moved by Polyak averaging after every gradient step (tau < 1).
+    4. Report: losses, Q values, epsilon, beta, the buffer's fill and priorities.
+
+    `simulate` calls `update` between loops of steps (`steps_to_update`), so that a
+    training call of K steps with all its updates is one graph call, and one XLA program
+    with environments in TensorFlow ops.
+    """
+
+    config_section = "dqn"
+    autograph = False  # Control flow is written with tf.cond and tf.while_loop.
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.dqn
+        check_choice("dqn.checkpoint_replay", cfg.checkpoint_replay, CHECKPOINT_REPLAY)
+        check_range(
+            cfg,
+            "dqn",
+            {
+                "buffer_size": (lambda x: x >= 1, ">= 1"),
+                "batch_size": (lambda x: x >= 1, ">= 1"),
+                "learning_starts": (lambda x: x >= 0, ">= 0"),
+                "train_freq": (lambda x: x >= 1, ">= 1 (batched steps)"),
+                "gradient_steps": (lambda x: x >= 1, ">= 1"),
+                "learning_rate": (lambda x: x > 0, "> 0"),
+                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "n_step": (lambda x: x >= 1, ">= 1"),
+                "target_update_interval": (lambda x: x >= 1, ">= 1 (environment steps)"),
+                "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
+                "exploration_fraction": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "exploration_initial_eps": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "exploration_final_eps": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "max_grad_norm": (lambda x: x > 0, "> 0"),
+                "huber_delta": (lambda x: x > 0, "> 0"),
+                "priority_alpha": (lambda x: x >= 0, ">= 0"),
+                "priority_beta": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "priority_epsilon": (lambda x: x > 0, "> 0"),
+            },
+        )
+        if cfg.batch_size > cfg.buffer_size:
+            raise ConfigError(
+                f"dqn.batch_size={cfg.batch_size} must be at most dqn.buffer_size="
+                f"{cfg.buffer_size}."
+            )
+        if config.env.num_envs > cfg.buffer_size:
+            raise ConfigError(
+                f"env.num_envs={config.env.num_envs} must be at most dqn.buffer_size="
+                f"{cfg.buffer_size}: each step adds one transition per environment."
+            )
+
+    def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
+        """Creates the Q networks, the optimizer, the n-step window and the replay buffer.
+
+        Args:
+          batch_env: the in-graph batch environment (`InGraphEnv`) to learn in; its action
+            space must be `Discrete`.
+          config: the run's `Config`; DQN reads `config.dqn`, `config.network` and
+            `config.train.total_steps` (for epsilon and beta).
+          step: int64 variable counting environment steps; None counts from 0 here.
+          seed: seed of the algorithm's random stream (exploration and sampling).
+
+        Raises:
+          ConfigError: on a config value or an action space DQN cannot train with.
+        """
+        super().__init__()
+        self.check_config(config)
+        space = batch_env.action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise ConfigError(
+                f"algorithm.name=dqn needs a Discrete action space; env.id="
+                f"{config.env.id!r} has {space}. SAC trains continuous actions."
+            )
+        cfg = self._cfg = config.dqn
+        network = config.network
+        self._total_steps = int(config.train.total_steps)
+        del step  # DQN counts its own environment steps, in `env_steps`.
+        self._batch_size = len(batch_env)
+        self._num_actions = int(space.n)
+        self._observ_shape = tuple(batch_env.observation_space.shape)
+        # Exploration's random numbers, the same in graph mode and under XLA; the replay
+        # buffer samples from a stream of its own (seed `seed`).
+        self.exploration = RandomStream(seed + (1 << 32), name="exploration")
+
+        outputs = self._num_actions + (1 if cfg.dueling else 0)
+        layers, activation = network.policy_layers, network.activation
+        filters = network.conv_filters
+        self.q = MLP(layers, outputs, activation, 1.0, "q", conv_filters=filters)
+        self.target_q = MLP(layers, outputs, activation, 1.0, "target_q", conv_filters=filters)
+        dummy = tf.zeros((1,) + self._observ_shape)
+        self.q(dummy)
+        self.target_q(dummy)
+        utility.polyak(self.target_q.variables, self.q.variables, 1.0)
+        self.optimizer = optimizers.Adam(cfg.learning_rate)
+        self.optimizer.build(self.q.trainable_variables)
+
+        spec = {
+            "observ": tf.TensorSpec(self._observ_shape, tf.float32),
+            "action": tf.TensorSpec([], tf.int32),
+            "reward": tf.TensorSpec([], tf.float32),
+            "discount": tf.TensorSpec([], tf.float32),
+            "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
+        }
+        n_step = NStep(
+            cfg.n_step,
+            cfg.discount,
+            self._batch_size,
+            {"observ": spec["observ"], "action": spec["action"]},
+        )
+        if cfg.prioritized:
+            replay = PrioritizedReplay(
+                cfg.buffer_size, spec, cfg.priority_alpha, cfg.priority_epsilon, seed=seed
+            )
+        else:
+            replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
+        self._replay_bytes = sum(v.shape.num_elements() * v.dtype.size for v in replay.variables)
+        self._buffers = Untracked({"n_step": n_step, "replay": replay})
+        if self._checkpoints_replay():
+            self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
+        # Environment steps this algorithm has seen (epsilon, beta and the target's copies
+        # follow it within a training call), batched steps since the last update, and the
+        # step of the target network's last copy.
+        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        self._since_update = tf.Variable(0, trainable=False, name="since_update")
+        self._last_target_update = tf.Variable(
+            0, dtype=tf.int64, trainable=False, name="last_target_update"
+        )
+        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
+
+    def _checkpoints_replay(self) -> bool:
+        choice = self._cfg.checkpoint_replay
+        return choice == "true" or (choice == "auto" and self._replay_bytes < AUTO_CHECKPOINT_BYTES)
+
+    @property
+    def replay(self):
+        """The replay buffer (`UniformReplay` or `PrioritizedReplay`)."""
+        return self._buffers.variables["replay"]
+
+    @property
+    def n_step(self) -> NStep:
+        return self._buffers.variables["n_step"]
+
+    # Act and store.
+
+    def begin_episodes(self, agent_indices):
+        del agent_indices  # Windows stop at episode ends by themselves (`NStep`).
+
+    @tf.autograph.experimental.do_not_convert
+    def perform(self, agent_indices, observ):
+        q = self._q_values(self.q, observ)  # [K, A]
+        return self._epsilon_greedy(q, self._epsilon())
+
+    @tf.autograph.experimental.do_not_convert
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        del agent_indices  # `simulate` passes every agent, in order, at every step.
+        valid, transition = self.n_step.push(
+            tf.cast(observ, tf.float32),
+            tf.cast(action, tf.int32),
+            reward,
+            terminated,
+            truncated,
+            tf.cast(next_observ, tf.float32),
+        )
+        # The first n - 1 steps of a run finish no window; after them every step does.
+        tf.cond(valid[0], lambda: self._add(transition), lambda: None)
+        self._since_update.assign_add(1)
+        self.env_steps.assign_add(self._batch_size)
+
+    def _add(self, transition):
+        self.replay.add(transition)
+
+    def end_episodes(self, agent_indices):
+        del agent_indices
+
+    def steps_to_update(self):
+        return self._cfg.train_freq - self._since_update.read_value()
+
+    # Learn.
+
+    @tf.autograph.experimental.do_not_convert
+    def update(self):
+        self._since_update.assign(0)
+        cfg = self._cfg
+        needed = max(cfg.batch_size, min(cfg.learning_starts, self.replay.capacity))
+        tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
+
+    def _learn(self):
+        cfg = self._cfg
+        if cfg.tau == 1.0:
+            due = self.env_steps - self._last_target_update >= cfg.target_update_interval
+            tf.cond(due, self._copy_target, lambda: None)
+        metrics = {
+            name: tf.constant(0.0) for name in ("loss", "q_mean", "td_abs_mean", "grad_norm")
+        }
+
+        def body(count, metrics):
+            new = self._gradient_step()
+            return count + 1, {k: metrics[k] + new[k] / cfg.gradient_steps for k in metrics}
+
+        _, metrics = tf.while_loop(
+            lambda count, _: count < cfg.gradient_steps,
+            body,
+            (tf.constant(0), metrics),
+            parallel_iterations=1,
+        )
+        self._write_summaries(metrics)
+
+    def _copy_target(self):
+        utility.polyak(self.target_q.variables, self.q.variables, 1.0)
+        self._last_target_update.assign(self.env_steps)
+
+    def _gradient_step(self) -> dict[str, tf.Tensor]:
+        cfg = self._cfg
+        indices, weights, batch = self.replay.sample(cfg.batch_size, self._beta())
+        next_q_target = self._q_values(self.target_q, batch["next_observ"])  # [N, A]
+        if cfg.double:
+            next_q_online = self._q_values(self.q, batch["next_observ"])  # [N, A]
+            target = utility.double_q_targets(
+                batch["reward"], batch["discount"], next_q_online, next_q_target
+            )
+        else:
+            target = utility.q_targets(batch["reward"], batch["discount"], next_q_target)
+        with tf.GradientTape() as tape:
+            q = self._q_values(self.q, batch["observ"])  # [N, A]
+            q_taken = tf.gather(q, batch["action"], batch_dims=1)  # [N]
+            td_error = target - q_taken  # [N]
+            loss = tf.reduce_mean(weights * utility.huber(td_error, cfg.huber_delta))
+        variables = self.q.trainable_variables
+        gradients = tape.gradient(loss, variables)
+        gradients, grad_norm = tf.clip_by_global_norm(gradients, cfg.max_grad_norm)
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        self.replay.update_priorities(indices, tf.abs(td_error))
+        if cfg.tau < 1.0:
+            utility.polyak(self.target_q.variables, self.q.variables, cfg.tau)
+        self.updates.assign_add(1)
+        return {
+            "loss": loss,
+            "q_mean": tf.reduce_mean(q_taken),
+            "td_abs_mean": tf.reduce_mean(tf.abs(td_error)),
+            "grad_norm": grad_norm,
+        }
+
+    def _q_values(self, network, observ):
+        """Q values [N, A] of observations [N, ...]."""
+        output = network(tf.cast(observ, tf.float32))  # [N, A] or [N, 1 + A]
+        if self._cfg.dueling:
+            return utility.dueling(output[:, :1], output[:, 1:])
+        return output
+
+    def _epsilon(self):
+        cfg = self._cfg
+        return utility.linear_epsilon(
+            self.env_steps,
+            self._total_steps,
+            cfg.exploration_fraction,
+            cfg.exploration_initial_eps,
+            cfg.exploration_final_eps,
+        )
+
+    def _beta(self):
+        """Prioritized replay's importance exponent, from `priority_beta` to 1 over the run."""
+        progress = tf.minimum(tf.cast(self.env_steps, tf.float32) / float(self._total_steps), 1.0)
+        return self._cfg.priority_beta + (1.0 - self._cfg.priority_beta) * progress
+
+    def _write_summaries(self, metrics):
+        values = dict(
+            metrics,
+            epsilon=self._epsilon(),
+            beta=self._beta(),
+            buffer_size=tf.cast(self.replay.size(), tf.float32),
+            priority_max=self._max_priority(),
+            updates=tf.cast(self.updates, tf.float32),
+        )
+        for name, value in values.items():
+            summary.scalar(f"dqn/{name}", value)
+            self._latest.variables[name].assign(value)
+
+    def _max_priority(self):
+        if isinstance(self.replay, PrioritizedReplay):
+            return tf.cast(self.replay.max_priority(), tf.float32)
+        return tf.constant(1.0)
+
+    def summaries(self) -> dict[str, tf.Tensor]:
+        """The scalars the latest update wrote, {'dqn/<name>': value}, as tensors."""
+        return {f"dqn/{name}": v.read_value() for name, v in self._latest.variables.items()}
+
+    # The policy, for evaluation and export.
+
+    def act(self, observ, deterministic: bool = True):
+        """Actions [N] for observations [N, ...]: argmax of Q, or epsilon-greedy at the
+        final epsilon when not deterministic."""
+        q = self._q_values(self.q, observ)  # [N, A]
+        if deterministic:
+            return tf.argmax(q, axis=1, output_type=tf.int32)
+        return self._epsilon_greedy(q, self._cfg.exploration_final_eps)
+
+    def _epsilon_greedy(self, q, epsilon):
+        """Actions [N]: the argmax of q [N, A], or with probability epsilon a uniform one."""
+        greedy = tf.argmax(q, axis=1, output_type=tf.int32)  # [N]
+        draw = self.exploration.uniform(tf.stack([2, tf.shape(q)[0]]))  # [2, N]
+        random = tf.minimum(
+            tf.cast(draw[0] * self._num_actions, tf.int32), self._num_actions - 1
+        )  # [N]
+        return tf.where(draw[1] < epsilon, random, greedy)

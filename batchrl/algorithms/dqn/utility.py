@@ -1,0 +1,105 @@
+"""Pure math of DQN: dueling heads, double-DQN targets, the Huber loss, epsilon, Polyak."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def dueling(value: tf.Tensor, advantage: tf.Tensor) -> tf.Tensor:
+    """Q values from a value and advantages (Wang et al. 2016, eq. 9).
+
+        Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')
+
+    Args:
+      value: [N, 1] or [N] state values.
+      advantage: [N, A] advantages.
+
+    Returns:
+      [N, A] Q values.
+    """
+    value = tf.reshape(value, [-1, 1])  # [N, 1]
+    return value + advantage - tf.reduce_mean(advantage, axis=1, keepdims=True)
+
+
+def double_q_targets(
+    reward: tf.Tensor, discount: tf.Tensor, next_q_online: tf.Tensor, next_q_target: tf.Tensor
+) -> tf.Tensor:
+    """Double-DQN targets (van Hasselt et al. 2016, eq. 4), n-step when `reward` sums n.
+
+        y = r + discount * Q_target(s', argmax_a Q_online(s', a))
+
+    The online network chooses the action and the target network values it. `discount`
+    carries gamma^n and is 0 where the window ended in a terminal state.
+
+    Args:
+      reward: [N] (n-step) returns.
+      discount: [N] the discount to the bootstrap state: gamma^m, or 0 after termination.
+      next_q_online: [N, A] the online network's Q values at the bootstrap state.
+      next_q_target: [N, A] the target network's Q values there.
+
+    Returns:
+      [N] targets, with no gradient.
+    """
+    action = tf.argmax(next_q_online, axis=1, output_type=tf.int32)  # [N]
+    value = tf.gather(next_q_target, action, batch_dims=1)  # [N]
+    return tf.stop_gradient(reward + discount * value)
+
+
+def q_targets(reward: tf.Tensor, discount: tf.Tensor, next_q_target: tf.Tensor) -> tf.Tensor:
+    """DQN targets (Mnih et al. 2015): y = r + discount * max_a Q_target(s', a); [N]."""
+    return tf.stop_gradient(reward + discount * tf.reduce_max(next_q_target, axis=1))
+
+
+def huber(error: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
+    """The Huber loss of each error (Mnih et al. 2015's error clipping).
+
+        huber(x) = x^2 / 2                 if |x| <= delta
+                   delta (|x| - delta / 2) otherwise
+
+    Args:
+      error: [N] errors, e.g. TD errors y - Q(s, a).
+      delta: where the loss turns from quadratic to linear.
+
+    Returns:
+      [N] losses.
+    """
+    magnitude = tf.abs(error)
+    quadratic = tf.minimum(magnitude, delta)
+    return 0.5 * tf.square(quadratic) + delta * (magnitude - quadratic)
+
+
+def linear_epsilon(
+    step: tf.Tensor, total_steps: int, fraction: float, initial: float, final: float
+) -> tf.Tensor:
+    """Epsilon of epsilon-greedy, linear from `initial` to `final` over a fraction of a run.
+
+        epsilon(t) = initial + (final - initial) * min(t / (fraction * total_steps), 1)
+
+    (Stable-Baselines3's `exploration_fraction`; fraction 0 gives `final` from the start.)
+
+    Args:
+      step: environment steps so far, a scalar.
+      total_steps: the run's environment steps.
+      fraction: of `total_steps` over which epsilon falls.
+      initial, final: epsilon at the start and from the end of the fall.
+
+    Returns:
+      A float32 scalar.
+    """
+    span = fraction * total_steps
+    if span <= 0:
+        return tf.constant(final, tf.float32)
+    progress = tf.minimum(tf.cast(step, tf.float32) / span, 1.0)
+    return initial + (final - initial) * progress
+
+
+def polyak(target: list[tf.Variable], source: list[tf.Variable], tau: float) -> list:
+    """Moves each target variable toward its source: target <- (1 - tau) target + tau source.
+
+    tau 1 copies. Returns the assign ops (an empty list for no variables).
+    """
+    if len(target) != len(source):
+        raise ValueError(f"{len(target)} target variables for {len(source)} source variables.")
+    if tau == 1.0:
+        return [t.assign(s) for t, s in zip(target, source)]
+    return [t.assign((1.0 - tau) * t + tau * s) for t, s in zip(target, source)]

@@ -1,0 +1,158 @@
+"""DQN: its schedule of updates, target network, config checks, XLA, resume, and learning."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.algorithms.dqn import DQN
+from batchrl.config import ConfigError, load_run_config
+from batchrl.envs import make as make_tf_env
+from batchrl.runners import train
+from batchrl.tools.simulate import simulate
+
+
+def quiet(*_, **__):
+    pass
+
+
+def cartpole(overrides=(), num_envs=4, seed=0):
+    config = load_run_config(
+        "cartpole_dqn",
+        [
+            "env.backend=tensorflow",
+            f"env.num_envs={num_envs}",
+            "dqn.buffer_size=1000",
+            "dqn.batch_size=8",
+            "network.policy_layers=[16]",
+            *overrides,
+        ],
+    )
+    env = make_tf_env("CartPole-v1", num_envs, seed=seed)
+    tf.keras.utils.set_random_seed(seed)  # The networks' initial weights.
+    return config, env, DQN(env, config, seed=seed)
+
+
+def run(env, algo, steps, jit_compile=False):
+    call = tf.function(lambda: simulate(env, algo, steps=steps), jit_compile=jit_compile)
+    return call()
+
+
+def test_updates_follow_train_freq_once_the_buffer_holds_learning_starts():
+    # 4 agents, an update every 2 batched steps, 3 gradient steps each, learning once the
+    # buffer holds 16 transitions: after s steps it holds 4 s, so the updates at s = 4, 6
+    # and 8 learn and those at s = 2 do not: 3 x 3 gradient steps in 8 steps.
+    _, env, algo = cartpole(["dqn.train_freq=2", "dqn.gradient_steps=3", "dqn.learning_starts=16"])
+    run(env, algo, 8)
+    assert int(algo.replay.size()) == 32
+    assert int(algo.updates) == 9
+    assert int(algo.optimizer.iterations) == 9
+    assert int(algo.env_steps) == 32
+    assert int(algo.steps_to_update()) == 2
+
+
+def test_n_step_windows_reach_the_buffer_after_n_minus_one_steps():
+    _, env, algo = cartpole(["dqn.n_step=3", "dqn.learning_starts=1000"])
+    run(env, algo, 5)
+    assert int(algo.replay.size()) == 4 * (5 - 2)
+
+
+def test_the_target_network_waits_for_its_interval_or_follows_by_polyak():
+    _, env, algo = cartpole(
+        ["dqn.train_freq=1", "dqn.learning_starts=16", "dqn.target_update_interval=1000000"]
+    )
+    start = [v.numpy() for v in algo.target_q.variables]
+    run(env, algo, 64)
+    assert int(algo.updates) > 0
+    for before, after in zip(start, algo.target_q.variables):
+        np.testing.assert_array_equal(before, after)
+
+    _, env, algo = cartpole(["dqn.train_freq=1", "dqn.learning_starts=16", "dqn.tau=0.5"])
+    start = [v.numpy() for v in algo.target_q.variables]
+    run(env, algo, 64)
+    moved = [not np.array_equal(a, b.numpy()) for a, b in zip(start, algo.target_q.variables)]
+    assert all(moved)
+    apart = [
+        not np.array_equal(a.numpy(), b.numpy())
+        for a, b in zip(algo.target_q.variables, algo.q.variables)
+    ]
+    assert any(apart)  # Polyak averaging trails the online network.
+
+
+def test_epsilon_falls_with_the_algorithms_own_steps():
+    _, env, algo = cartpole(["dqn.exploration_fraction=0.5", "train.total_steps=400"])
+    assert float(algo._epsilon()) == pytest.approx(1.0)
+    run(env, algo, 25)  # 100 of the 200 steps over which epsilon falls to 0.04.
+    assert float(algo._epsilon()) == pytest.approx(1.0 - 0.96 / 2)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("dqn.tau=0", "dqn.tau"),
+        ("dqn.batch_size=0", "dqn.batch_size"),
+        ("dqn.discount=1.5", "dqn.discount"),
+        ("dqn.checkpoint_replay=sometimes", "dqn.checkpoint_replay"),
+        ("dqn.batch_size=200000", "dqn.batch_size"),
+    ],
+)
+def test_bad_values_are_refused_at_config_load(override, key):
+    with pytest.raises(ConfigError, match=key):
+        load_run_config("cartpole_dqn", [override])
+
+
+def test_continuous_actions_are_refused_at_construction():
+    config = load_run_config("cartpole_dqn", ["env.id=Pendulum-v1", "env.backend=tensorflow"])
+    with pytest.raises(ConfigError, match="needs a Discrete action space"):
+        DQN(make_tf_env("Pendulum-v1", 2), config)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_an_update_in_graph_mode_and_under_xla_gives_the_same_network(prioritized):
+    # The same experience in both (graph mode; the environments' resets draw other floats
+    # under XLA), then one update of 4 gradient steps with each.
+    overrides = ["dqn.train_freq=1000", "dqn.gradient_steps=4", "dqn.learning_starts=32"]
+    overrides += [f"dqn.prioritized={str(prioritized).lower()}", "dqn.n_step=2"]
+    overrides += ["dqn.dueling=true", "dqn.tau=0.5"]
+    results = []
+    for jit_compile in (False, True):
+        _, env, algo = cartpole(overrides)
+        run(env, algo, 48)
+        assert int(algo.updates) == 0 and int(algo.replay.size()) == 4 * 47
+        tf.function(algo.update, jit_compile=jit_compile)()
+        assert int(algo.updates) == 4
+        results.append([v.numpy() for v in algo.q.variables + algo.target_q.variables])
+        if prioritized:
+            results[-1].append(algo.replay.tree.nodes.numpy())
+    for graph, xla in zip(*results):
+        np.testing.assert_allclose(graph, xla, rtol=1e-5, atol=1e-6)
+
+
+def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
+    overrides = [
+        "env.backend=tensorflow",
+        "env.num_envs=4",
+        "network.policy_layers=[16]",
+        "dqn.buffer_size=2000",
+        "dqn.learning_starts=64",
+        "dqn.train_freq=8",
+        "dqn.gradient_steps=4",
+        "train.steps_per_call=64",
+        "train.checkpoint_every=256",
+        "train.eval_every=0",
+        "dqn.exploration_fraction=0",  # Epsilon and beta then do not depend on total_steps.
+    ]
+    whole = load_run_config("cartpole_dqn", [*overrides, "train.total_steps=1024"])
+    train(whole, tmp_path / "whole", progress=quiet)
+    half = load_run_config("cartpole_dqn", [*overrides, "train.total_steps=512"])
+    train(half, tmp_path / "resumed", progress=quiet)
+    train(whole, tmp_path / "resumed", progress=quiet)
+    weights = []
+    for name in ("whole", "resumed"):
+        _, env, algo = cartpole(overrides[1:])
+        checkpoint = tf.train.Checkpoint(algo=algo)
+        path = tf.train.latest_checkpoint(str(tmp_path / name / "checkpoints"))
+        checkpoint.restore(path).expect_partial()
+        assert int(algo.env_steps) == 1024
+        weights.append([v.numpy() for v in algo.q.variables])
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
