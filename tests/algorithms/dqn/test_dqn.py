@@ -156,3 +156,18 @@ def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
         weights.append([v.numpy() for v in algo.q.variables])
     for a, b in zip(*weights):
         np.testing.assert_array_equal(a, b)
+
+
+def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
+    """At least 4 of 5 seeds of `cartpole_dqn_tf` end at a mean return of 450 or more.
+
+    The final evaluation plays 16 episodes of Gymnasium's CartPole-v1 with the greedy
+    policy after 50,000 steps (51,200: whole training calls). On 2026-11-26 (AMD EPYC,
+    2 cores) seeds 0 to 4 ended at 500.0 each, about 12 s a seed.
+    """
+    overrides = ["train.eval_every=1000000", "train.checkpoint_every=1000000"]  # One at the end.
+    returns = []
+    for seed in range(5):
+        config = load_run_config("cartpole_dqn_tf", [*overrides, f"train.seed={seed}"])
+        returns.append(train(config, tmp_path / str(seed), progress=quiet)["eval_return"])
+    assert sum(r >= 450 for r in returns) >= 4, returns
