@@ -8,6 +8,8 @@ from batchrl.algorithms.dqn import DQN
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs import make as make_tf_env
 from batchrl.runners import train
+from batchrl.scripts import train as train_script
+from batchrl.scripts import visualize as visualize_script
 from batchrl.tools.simulate import simulate
 
 
@@ -171,3 +173,28 @@ def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
         config = load_run_config("cartpole_dqn_tf", [*overrides, f"train.seed={seed}"])
         returns.append(train(config, tmp_path / str(seed), progress=quiet)["eval_return"])
     assert sum(r >= 450 for r in returns) >= 4, returns
+
+
+def test_the_train_script_trains_dqn_with_summaries_export_and_videos(tmp_path, event_tags):
+    logdir = tmp_path / "run"
+    args = ["--config=cartpole_dqn", f"--logdir={logdir}", "--set", "train.total_steps=4096"]
+    args += ["--set", "train.eval_every=2048", "--set", "dqn.learning_starts=256"]
+    assert train_script.main(args) == 0
+    expected = {f"dqn/{name}" for name in ("loss", "q_mean", "epsilon", "buffer_size")}
+    assert expected | {"simulate/mean_return"} <= event_tags(logdir / "train")
+    assert "eval/mean_return" in event_tags(logdir / "eval")
+    policy = tf.saved_model.load(str(logdir / "policy"))
+    action = policy(tf.zeros([3, 4]))
+    assert action.dtype == tf.int32 and action.shape == (3,)
+    results = visualize_script.visualize(
+        logdir, tmp_path / "gifs", episodes=1, video_format="gif", max_steps=5, log=quiet
+    )
+    assert results[0]["length"] == 5
+
+
+def test_bad_dqn_values_stop_the_train_script_before_anything_is_written(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    args = ["--config=cartpole_dqn", f"--logdir={logdir}", "--set", "dqn.n_step=0"]
+    assert train_script.main(args) == 2
+    assert "dqn.n_step" in capsys.readouterr().err
+    assert not logdir.exists()
