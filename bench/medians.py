@@ -1,6 +1,6 @@
 """Medians over seeds in which a run that never reached its target counts as infinite.
 
-Shared by the bench scripts that race to a return (`solving.py`, `pendulum_sb3.py`,
+Shared by the bench scripts that race to a return (`solving.py`, `sb3_race.py`,
 `report.py`): a seed that fails is a failure, never left out of the median.
 """
 

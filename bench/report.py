@@ -14,9 +14,10 @@ average before and after, versions and commit, so that `--write` can assemble th
   Gymnasium's environment also for the TensorFlow-op presets), k of n seeds at or above
   the task's threshold, and the train script's own wall-clock.
 - `sb3`: wall-clock to Pendulum-v1 >= -200 of `pendulum` and `pendulum_tf` against
-  Stable-Baselines3's tuned PPO, through bench/pendulum_sb3.py, once with one torch thread
-  and once with two; each ratio is taken in its own invocation, and the table quotes the
-  invocation whose SB3 was faster. Unsolved seeds count as infinite time in medians.
+  Stable-Baselines3's tuned PPO, through `bench/sb3_race.py --task pendulum_ppo`, once
+  with one torch thread and once with two; each ratio is taken in its own invocation, and
+  the table quotes the invocation whose SB3 was faster. Unsolved seeds count as infinite
+  time in medians.
 - `envs`: steps per second of the environments in TensorFlow ops against Gymnasium's
   vector environments (bench/tf_envs.py), best batch size against best batch size.
 - `random`: Pendulum-v1's return under uniformly random actions, the floor of the scale.
@@ -203,13 +204,14 @@ def row_sb3(args) -> dict:
     for threads in (1, 2):
         with tempfile.TemporaryDirectory() as cache:
             result = _bench(
-                "pendulum_sb3.py", "--seeds", *seeds, "--torch-threads", str(threads),
-                "--xla-cache", cache,
+                "sb3_race.py", "--task", "pendulum_ppo", "--seeds", *seeds,
+                "--torch-threads", str(threads), "--xla-cache", cache,
             )  # fmt: skip
         invocations.append({"torch_threads": threads, "results": result["results"]})
     return {
         "command": f"python bench/report.py --rows sb3 --seeds {' '.join(seeds)} (runs "
-        f"python bench/pendulum_sb3.py --seeds {' '.join(seeds)} --torch-threads 1, then 2)",
+        f"python bench/sb3_race.py --task pendulum_ppo --seeds {' '.join(seeds)} "
+        "--torch-threads 1, then 2)",
         "invocations": invocations,
     }
 

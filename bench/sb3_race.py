@@ -1,25 +1,25 @@
-"""Wall-clock to solve Pendulum-v1: batchrl's configs beside Stable-Baselines3's tuned PPO.
+"""Wall-clock to solve a task: batchrl's configs beside Stable-Baselines3 with the zoo's settings.
 
-    python bench/pendulum_sb3.py                    # seeds 0 1 2
-    python bench/pendulum_sb3.py --seeds 0 --sb3-steps 50000 --json pendulum_sb3.json
+    python bench/sb3_race.py                             # --task pendulum_ppo, seeds 0 1 2
+    python bench/sb3_race.py --task cartpole_dqn --seeds 0 1 2 3 4 --torch-threads 1
+    python bench/sb3_race.py --task pendulum_sac --seeds 0 --json pendulum_sac.json
 
-For each seed, one after another in this process (so that a slow moment of this shared
-machine hits every method alike):
+A task (`TASKS` below) names the environment, the target return, how often to evaluate,
+Stable-Baselines3's algorithm with rl-baselines3-zoo's tuned hyperparameters for it, and
+batchrl's configs. For each seed, one after another in this process (so that a slow
+moment of this shared machine hits every method alike):
 
-- `SB3 PPO (zoo)`: Stable-Baselines3's PPO with rl-baselines3-zoo's tuned Pendulum-v1
-  hyperparameters (`SB3_PPO` below: 4 environments in a `DummyVecEnv`, gSDE), on the CPU,
-  for up to `--sb3-steps` environment steps (SB3 finishes the rollout that crosses it),
-  with torch's default number of threads unless `--torch-threads` is given; `--sb3-steps
-  0` leaves SB3 out, to compare configs (`--configs`) alone.
-- `batchrl pendulum`: the `pendulum` config (Gymnasium's Pendulum-v1 in this process).
-- `batchrl pendulum_tf`: the `pendulum_tf` config (Pendulum in TensorFlow ops), both for
-  the config's own `train.total_steps` unless `--batchrl-steps` is given. `--configs`
-  names the configs, each optionally with overrides after colons
-  (`pendulum_tf:train.jit_compile=false`).
+- `SB3 <algorithm> (zoo)`: Stable-Baselines3 with the zoo's settings, on the CPU, for up
+  to `--sb3-steps` environment steps (default: the task's; SB3 finishes the rollout that
+  crosses it), with torch's default number of threads unless `--torch-threads` is given;
+  `--sb3-steps 0` leaves SB3 out, to compare configs (`--configs`) alone.
+- `batchrl <config>`: each of the task's configs, for its own `train.total_steps` unless
+  `--batchrl-steps` is given. `--configs` names the configs, each optionally with
+  overrides after colons (`pendulum_tf:train.jit_compile=false`).
 
-Every `EVAL_EVERY` environment steps, right after an update, the deterministic policy
-plays `--eval-episodes` episodes of Gymnasium's Pendulum-v1, one in each of as many
-environments, and a run is solved when their mean return reaches `TARGET`. Evaluation
+Every `eval_every` environment steps, right after an update, the deterministic policy
+plays `--eval-episodes` episodes of the Gymnasium environment, one in each of as many
+environments, and a run is solved when their mean return reaches the target. Evaluation
 k of seed s starts from the same initial states for every method. The training clock
 starts before the training environments and the model are built, includes batchrl's graph
 tracing, and stands still while evaluating; the run stops when it is solved. batchrl is
@@ -32,6 +32,7 @@ deterministic policy; but neither side writes summaries or checkpoints.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -57,25 +58,82 @@ from batchrl.tools.environments import make_batch_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.training import Evaluation, PolicyEvaluator
 
-ENV_ID = "Pendulum-v1"
-TARGET = -200.0
-EVAL_EVERY = 4096
-SB3_METHOD = "SB3 PPO (zoo)"
-CONFIGS = ("pendulum", "pendulum_tf")
-# rl-baselines3-zoo, hyperparams/ppo.yml, Pendulum-v1 ("Tuned"); batch_size is PPO's
-# default of 64, which the zoo keeps. The zoo builds the environments with make_vec_env.
-SB3_ENVS = 4
-SB3_PPO = {
-    "n_steps": 1024,
-    "gae_lambda": 0.95,
-    "gamma": 0.9,
-    "n_epochs": 10,
-    "ent_coef": 0.0,
-    "learning_rate": 1e-3,
-    "clip_range": 0.2,
-    "use_sde": True,
-    "sde_sample_freq": 4,
-    "batch_size": 64,
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    env_id: str
+    target: float
+    eval_every: int
+    sb3_algorithm: str  # A class of stable_baselines3.
+    sb3_envs: int  # The zoo's n_envs.
+    sb3_kwargs: dict
+    sb3_steps: int  # SB3's default budget: at least the zoo's n_timesteps.
+    configs: tuple[str, ...]
+
+    @property
+    def sb3_method(self) -> str:
+        return f"SB3 {self.sb3_algorithm} (zoo)"
+
+
+TASKS = {
+    # rl-baselines3-zoo, hyperparams/ppo.yml, Pendulum-v1 ("Tuned"); batch_size is PPO's
+    # default of 64, which the zoo keeps. The zoo builds the environments with make_vec_env.
+    "pendulum_ppo": Task(
+        "Pendulum-v1",
+        -200.0,
+        4096,
+        "PPO",
+        4,
+        {
+            "n_steps": 1024,
+            "gae_lambda": 0.95,
+            "gamma": 0.9,
+            "n_epochs": 10,
+            "ent_coef": 0.0,
+            "learning_rate": 1e-3,
+            "clip_range": 0.2,
+            "use_sde": True,
+            "sde_sample_freq": 4,
+            "batch_size": 64,
+        },
+        100_000,
+        ("pendulum", "pendulum_tf"),
+    ),
+    # hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4, one environment).
+    "cartpole_dqn": Task(
+        "CartPole-v1",
+        475.0,
+        2048,
+        "DQN",
+        1,
+        {
+            "learning_rate": 2.3e-3,
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_starts": 1000,
+            "gamma": 0.99,
+            "target_update_interval": 10,
+            "train_freq": 256,
+            "gradient_steps": 128,
+            "exploration_fraction": 0.16,
+            "exploration_final_eps": 0.04,
+            "policy_kwargs": {"net_arch": [256, 256]},
+        },
+        100_000,
+        ("cartpole_dqn", "cartpole_dqn_tf"),
+    ),
+    # hyperparams/sac.yml, Pendulum-v1 (n_timesteps 2e4, learning rate 1e-3, else SAC's
+    # defaults, one environment).
+    "pendulum_sac": Task(
+        "Pendulum-v1",
+        -200.0,
+        1024,
+        "SAC",
+        1,
+        {"learning_rate": 1e-3},
+        40_000,
+        ("pendulum_sac", "pendulum_sac_tf"),
+    ),
 }
 
 
@@ -100,25 +158,25 @@ class Stopwatch:
 
 
 class Run:
-    """The evaluations of one training run and whether they reached `TARGET`.
+    """The evaluations of one training run and whether they reached the task's target.
 
     `watch` is the training clock; `evaluate(steps, play)` stops it while `play(seed)`
     returns the mean evaluation return from initial states drawn from `seed`.
     """
 
-    def __init__(self, method: str, seed: int, budget: int, eval_episodes: int):
-        self.method, self.seed, self.budget = method, seed, budget
+    def __init__(self, task: Task, method: str, seed: int, budget: int, eval_episodes: int):
+        self.task, self.method, self.seed, self.budget = task, method, seed, budget
         self.watch = Stopwatch()
         self.evals = []  # [steps, training seconds, mean return]
         self.first_call = None  # Seconds to the end of batchrl's first call, tracing included.
         self._eval_seed = 10**6 * (seed + 1)
         self._eval_episodes = eval_episodes
-        self._next = EVAL_EVERY
+        self._next = task.eval_every
         self._start = time.perf_counter()
 
     @property
     def solved(self) -> bool:
-        return bool(self.evals) and self.evals[-1][2] >= TARGET
+        return bool(self.evals) and self.evals[-1][2] >= self.task.target
 
     def should_evaluate(self, steps: int) -> bool:
         return steps >= self._next and not self.solved
@@ -129,7 +187,7 @@ class Run:
         seed = self._eval_seed + len(self.evals) * self._eval_episodes
         mean_return = float(play(seed))
         self.evals.append([steps, self.watch.seconds, mean_return])
-        self._next = (steps // EVAL_EVERY + 1) * EVAL_EVERY
+        self._next = (steps // self.task.eval_every + 1) * self.task.eval_every
         print(
             f"{self.method} seed {self.seed}: step {steps:,}, eval {mean_return:.1f}, "
             f"{self.watch.seconds:.1f} s",
@@ -179,9 +237,9 @@ class _Sb3Evaluations(BaseCallback):
         return not self._run.solved  # False ends `learn`.
 
 
-def run_sb3(seed: int, args) -> dict:
-    """SB3's PPO until solved or `args.sb3_steps`; the timing and evaluation results."""
-    eval_env = make_vec_env(ENV_ID, n_envs=args.eval_episodes, vec_env_cls=DummyVecEnv)
+def run_sb3(task: Task, seed: int, args) -> dict:
+    """SB3 until solved or `args.sb3_steps`; the timing and evaluation results."""
+    eval_env = make_vec_env(task.env_id, n_envs=args.eval_episodes, vec_env_cls=DummyVecEnv)
 
     def play(eval_seed):
         eval_env.seed(eval_seed)
@@ -191,12 +249,13 @@ def run_sb3(seed: int, args) -> dict:
         )
         return np.mean(returns)
 
-    run = Run(SB3_METHOD, seed, args.sb3_steps, args.eval_episodes)
+    run = Run(task, task.sb3_method, seed, args.sb3_steps, args.eval_episodes)
     env = None
     try:
         run.watch.resume()
-        env = make_vec_env(ENV_ID, n_envs=SB3_ENVS, seed=seed, vec_env_cls=DummyVecEnv)
-        model = stable_baselines3.PPO("MlpPolicy", env, seed=seed, device="cpu", **SB3_PPO)
+        env = make_vec_env(task.env_id, n_envs=task.sb3_envs, seed=seed, vec_env_cls=DummyVecEnv)
+        algorithm = getattr(stable_baselines3, task.sb3_algorithm)
+        model = algorithm("MlpPolicy", env, seed=seed, device="cpu", **task.sb3_kwargs)
         model.learn(args.sb3_steps, callback=_Sb3Evaluations(run, play))
         return run.finish(model.num_timesteps, play)
     finally:
@@ -205,7 +264,7 @@ def run_sb3(seed: int, args) -> dict:
                 each.close()
 
 
-def run_batchrl(method: str, seed: int, args) -> dict:
+def run_batchrl(task: Task, method: str, seed: int, args) -> dict:
     """batchrl's config until solved or its budget; the timing and eval results.
 
     `method` is a config name, optionally with overrides after colons:
@@ -218,14 +277,14 @@ def run_batchrl(method: str, seed: int, args) -> dict:
     config = load_run_config(name, overrides)  # Checks every value, as train() does.
     if config.runner.name != "local":
         raise ValueError(f"Config {name!r} uses runner {config.runner.name!r}, not 'local'.")
-    if config.env.id != ENV_ID:
-        raise ValueError(f"Config {name!r} trains on {config.env.id}, not {ENV_ID}.")
+    if config.env.id != task.env_id:
+        raise ValueError(f"Config {name!r} trains on {config.env.id}, not {task.env_id}.")
     cfg = config.train
     # As train(): Python's, NumPy's, TensorFlow's and Keras's seeds.
     tf.keras.utils.set_random_seed(seed)
     # Gymnasium's environment in this process, whatever the config's backend.
     eval_env = InGraphBatchEnv(make_batch_env(config.env, args.eval_episodes, processes=False))
-    run = Run(f"batchrl {method}", seed, cfg.total_steps, args.eval_episodes)
+    run = Run(task, f"batchrl {method}", seed, cfg.total_steps, args.eval_episodes)
     batch_env = trainer = None
     try:
         run.watch.resume()
@@ -271,12 +330,14 @@ def versions() -> dict[str, str]:
     }
 
 
-def markdown(results: list[dict], info: dict[str, str], args) -> str:
-    sb3 = {r["seed"]: r for r in results if r["method"] == SB3_METHOD}
+def markdown(task: Task, results: list[dict], info: dict[str, str], args) -> str:
+    sb3_method = task.sb3_method
+    sb3 = {r["seed"]: r for r in results if r["method"] == sb3_method}
     methods = list(dict.fromkeys(r["method"] for r in results))
     lines = [
-        f"Pendulum-v1, target {TARGET:.0f}: mean return of the deterministic policy over "
-        f"{args.eval_episodes} Gymnasium episodes, evaluated every {EVAL_EVERY:,} steps; "
+        f"{task.env_id}, target {task.target:.0f}: mean return of the deterministic policy "
+        f"over {args.eval_episodes} Gymnasium episodes, evaluated every {task.eval_every:,} "
+        "steps; "
         "seconds of training, evaluation excluded, tracing included.",
         "",
         "| method | seed | steps to target | seconds to target | SB3 s ÷ this s "
@@ -288,7 +349,7 @@ def markdown(results: list[dict], info: dict[str, str], args) -> str:
             steps, seconds = f"{r['steps']:,}", f"{r['seconds']:.1f}"
         else:
             steps, seconds = f"not reached in {r['budget']:,}", "—"
-        ratio = "" if r["method"] == SB3_METHOD else _ratio(sb3.get(r["seed"]), r)
+        ratio = "" if r["method"] == sb3_method else _ratio(sb3.get(r["seed"]), r)
         first = "" if r["first_call_seconds"] is None else f"{r['first_call_seconds']:.1f}"
         lines.append(
             f"| {r['method']} | {r['seed']} | {steps} | {seconds} | {ratio} "
@@ -299,13 +360,13 @@ def markdown(results: list[dict], info: dict[str, str], args) -> str:
         "| method | solved | median steps | median seconds | SB3 median s ÷ this |",
         "|---|---:|---:|---:|---:|",
     ]
-    sb3_runs = [r for r in results if r["method"] == SB3_METHOD]
+    sb3_runs = [r for r in results if r["method"] == sb3_method]
     sb3_median = _to_target(sb3_runs, "seconds") if sb3_runs else math.nan
     for method in methods:
         runs = [r for r in results if r["method"] == method]
         steps, seconds = _to_target(runs, "steps"), _to_target(runs, "seconds")
         ratio = ""
-        if method != SB3_METHOD and math.isfinite(sb3_median) and math.isfinite(seconds):
+        if method != sb3_method and math.isfinite(sb3_median) and math.isfinite(seconds):
             ratio = f"{sb3_median / seconds:.2f}"
         lines.append(
             f"| {method} | {sum(r['solved'] for r in runs)}/{len(runs)} | {cell(steps, ',.0f')} "
@@ -330,8 +391,11 @@ def _ratio(sb3: dict | None, run: dict) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="pendulum_ppo")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--sb3-steps", type=int, default=100_000, help="0: no SB3 runs")
+    parser.add_argument(
+        "--sb3-steps", type=int, default=None, help="default: the task's; 0: no SB3 runs"
+    )
     parser.add_argument(
         "--batchrl-steps", type=int, default=0, help="default: each config's train.total_steps"
     )
@@ -339,8 +403,9 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--configs",
         nargs="+",
-        default=list(CONFIGS),
-        help="config names, each optionally with overrides: pendulum_tf:train.jit_compile=true",
+        default=None,
+        help="default: the task's; config names, each optionally with overrides "
+        "(pendulum_tf:train.jit_compile=true)",
     )
     parser.add_argument(
         "--torch-threads", type=int, default=0, help="torch.set_num_threads; default: torch's"
@@ -353,6 +418,10 @@ def main(argv=None) -> None:
         "train.xla_cache; it serves a later process whose tracing went the same way)",
     )
     args = parser.parse_args(argv)
+    task = TASKS[args.task]
+    if args.sb3_steps is None:
+        args.sb3_steps = task.sb3_steps
+    args.configs = args.configs or list(task.configs)
     use_xla_cache(args.xla_cache)  # Before anything compiles: TF reads it once.
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
@@ -362,15 +431,20 @@ def main(argv=None) -> None:
     results = []
     for seed in args.seeds:
         if args.sb3_steps:
-            results.append(run_sb3(seed, args))
+            results.append(run_sb3(task, seed, args))
         for name in args.configs:
-            results.append(run_batchrl(name, seed, args))
-    print(markdown(results, info, args))
+            results.append(run_batchrl(task, name, seed, args))
+    print(markdown(task, results, info, args))
     print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as file:
             json.dump(
-                {"versions": info, "args": vars(args), "sb3_ppo": SB3_PPO, "results": results},
+                {
+                    "versions": info,
+                    "args": vars(args),
+                    "task": dataclasses.asdict(task),
+                    "results": results,
+                },
                 file,
                 indent=2,
             )
