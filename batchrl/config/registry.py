@@ -95,6 +95,7 @@ ALGORITHMS = Registry(
 )
 ALGORITHMS.register("es", "batchrl.algorithms.es:ES")
 ALGORITHMS.register("dqn", "batchrl.algorithms.dqn:DQN")
+ALGORITHMS.register("sac", "batchrl.algorithms.sac:SAC")
 RUNNERS = Registry(
     "runner",
     "runner.name",

@@ -1,0 +1,424 @@
+"""SAC: soft actor-critic with twin critics, a learned temperature and replay in the graph."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from batchrl.algorithms.dqn.utility import polyak
+from batchrl.algorithms.sac import utility
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
+from batchrl.core import Algorithm, Policy
+from batchrl.networks import MLP
+from batchrl.parts import optimizers, summary
+from batchrl.parts.untracked import Untracked
+from batchrl.replay import NStep, RandomStream, UniformReplay
+
+CHECKPOINT_REPLAY = ("auto", "true", "false")
+AUTO_CHECKPOINT_BYTES = 1 << 30  # `checkpoint_replay: auto` saves buffers below 1 GiB.
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # The actor's log std is clipped to these (SB3's).
+ACTOR_OUTPUT_GAIN = 0.01  # Initial means and log stds near 0: tanh(N(0, 1)) actions.
+# What an update reports, as `summaries()` returns it after a training call.
+SUMMARIES = (
+    "actor_loss",
+    "critic_loss",
+    "alpha",
+    "alpha_loss",
+    "entropy",
+    "q_mean",
+    "buffer_size",
+    "updates",
+)
+METRICS = SUMMARIES[:6]  # Means over the gradient steps of an update.
+
+
+class SAC(Algorithm, Policy):
+    """Soft actor-critic for a batch of environments with Box actions, driven by `simulate`.
+
+    It reads like the paper (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
+    Applications", arXiv 1812.05905):
+
+    1. Act: `perform` samples each agent's action from the tanh-squashed Gaussian policy,
+       scaled to the space's bounds, or uniformly from the bounds during the first
+       `learning_starts` environment steps.
+    2. Store: `experience` pushes the B transitions of a step, actions mapped to
+       [-1, 1], through an n-step window (`batchrl.replay.NStep`) into a uniform replay
+       buffer; windows stop at episode ends (no bootstrap past `terminated`).
+    3. Learn: every `train_freq` batched steps, once the buffer holds `learning_starts`
+       transitions, `update` takes `gradient_steps` steps on minibatches, each in
+       Stable-Baselines3's order: the temperature (from log pi of fresh actions at the
+       replayed states), the twin critics (toward soft targets from the target critics
+       and the policy at the next states, with the temperature from before its step),
+       the actor (through the updated critics), and the target critics by Polyak
+       averaging every `target_update_interval` gradient steps.
+    4. Report: losses, the temperature, the policy's entropy, Q values, the buffer's fill.
+
+    `simulate` calls `update` between loops of steps (`steps_to_update`), so that a
+    training call of K steps with all its updates is one graph call, and one XLA program
+    with environments in TensorFlow ops. Random numbers come from `RandomStream`s: the
+    same bits eagerly, in graph mode and under XLA; Gaussian noise is made from them by
+    Box-Muller (`utility.normal_from_uniforms`).
+    """
+
+    config_section = "sac"
+    autograph = False  # Control flow is written with tf.cond and tf.while_loop.
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.sac
+        check_choice("sac.checkpoint_replay", cfg.checkpoint_replay, CHECKPOINT_REPLAY)
+        check_range(
+            cfg,
+            "sac",
+            {
+                "buffer_size": (lambda x: x >= 1, ">= 1"),
+                "batch_size": (lambda x: x >= 1, ">= 1"),
+                "learning_starts": (lambda x: x >= 0, ">= 0"),
+                "train_freq": (lambda x: x >= 1, ">= 1 (batched steps)"),
+                "gradient_steps": (lambda x: x >= 1, ">= 1"),
+                "learning_rate": (lambda x: x > 0, "> 0"),
+                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "n_step": (lambda x: x >= 1, ">= 1"),
+                "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
+                "target_update_interval": (lambda x: x >= 1, ">= 1 (gradient steps)"),
+                "ent_coef": (_is_auto_or_positive, "auto (or ~) or a number > 0"),
+                "ent_coef_init": (lambda x: x > 0, "> 0"),
+                "target_entropy": (_is_auto_or_number, "auto (or ~) or a number"),
+            },
+        )
+        if cfg.batch_size > cfg.buffer_size:
+            raise ConfigError(
+                f"sac.batch_size={cfg.batch_size} must be at most sac.buffer_size="
+                f"{cfg.buffer_size}."
+            )
+        if config.env.num_envs > cfg.buffer_size:
+            raise ConfigError(
+                f"env.num_envs={config.env.num_envs} must be at most sac.buffer_size="
+                f"{cfg.buffer_size}: each step adds one transition per environment."
+            )
+
+    def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
+        """Creates the actor, the twin critics and their targets, the optimizers and buffers.
+
+        Args:
+          batch_env: the in-graph batch environment (`InGraphEnv`) to learn in; its action
+            space must be a bounded `Box`.
+          config: the run's `Config`; SAC reads `config.sac` and `config.network`
+            (`policy_layers` for the actor, `value_layers` for each critic, `activation`).
+            `config.train.total_steps` enters nothing: no schedule depends on it.
+          step: int64 variable counting environment steps; None counts from 0 here.
+          seed: seed of the algorithm's random streams (acting, updates, replay sampling).
+
+        Raises:
+          ConfigError: on a config value or an action space SAC cannot train with.
+        """
+        super().__init__()
+        self.check_config(config)
+        space = batch_env.action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ConfigError(
+                f"algorithm.name=sac needs a Box action space; env.id={config.env.id!r} has "
+                f"{space}. DQN trains discrete actions."
+            )
+        if not space.is_bounded():
+            raise ConfigError(
+                f"algorithm.name=sac needs a bounded Box action space (it squashes actions "
+                f"into the bounds); env.id={config.env.id!r} has {space}."
+            )
+        cfg = self._cfg = config.sac
+        network = config.network
+        del step  # SAC counts its own environment steps, in `env_steps`.
+        self._batch_size = len(batch_env)
+        self._action_shape = tuple(space.shape)
+        self._action_size = int(np.prod(space.shape))
+        self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._low = tf.constant(np.reshape(space.low, [-1]), tf.float32)  # [A]
+        self._high = tf.constant(np.reshape(space.high, [-1]), tf.float32)  # [A]
+        if cfg.target_entropy in (None, "auto"):
+            self._target_entropy = -float(self._action_size)
+        else:
+            self._target_entropy = float(cfg.target_entropy)
+        self._learn_alpha = cfg.ent_coef in (None, "auto")
+        # Acting's random numbers and the gradient steps' (the policy's noise at replayed
+        # states), the same in graph mode and under XLA; the replay buffer samples from a
+        # stream of its own (seed `seed`).
+        self.exploration = RandomStream(seed + (1 << 32), name="exploration")
+        self.noise = RandomStream(seed + (2 << 32), name="noise")
+
+        activation = network.activation
+        size = self._action_size
+        self.actor = MLP(network.policy_layers, 2 * size, activation, ACTOR_OUTPUT_GAIN, "actor")
+        self.q1 = MLP(network.value_layers, 1, activation, 1.0, "q1")
+        self.q2 = MLP(network.value_layers, 1, activation, 1.0, "q2")
+        self.target_q1 = MLP(network.value_layers, 1, activation, 1.0, "target_q1")
+        self.target_q2 = MLP(network.value_layers, 1, activation, 1.0, "target_q2")
+        observ = tf.zeros((1,) + self._observ_shape)
+        self.actor(self._flat(observ))
+        for critic in self._critics + self._target_critics:
+            self._q(critic, observ, tf.zeros([1, size]))
+        polyak(self._target_variables, self._critic_variables, 1.0)
+        # PyTorch's Adam epsilon, as Stable-Baselines3 uses it, for all three.
+        self.actor_optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-8)
+        self.actor_optimizer.build(self.actor.trainable_variables)
+        self.critic_optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-8)
+        self.critic_optimizer.build(self._critic_variables)
+        if self._learn_alpha:
+            init = np.log(cfg.ent_coef_init)
+            self.log_alpha = tf.Variable(init, dtype=tf.float32, name="log_alpha")
+            self.alpha_optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-8)
+            self.alpha_optimizer.build([self.log_alpha])
+        else:
+            self.log_alpha = tf.constant(np.log(float(cfg.ent_coef)), tf.float32)
+
+        spec = {
+            "observ": tf.TensorSpec(self._observ_shape, tf.float32),
+            "action": tf.TensorSpec([size], tf.float32),  # In [-1, 1].
+            "reward": tf.TensorSpec([], tf.float32),
+            "discount": tf.TensorSpec([], tf.float32),
+            "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
+        }
+        n_step = NStep(
+            cfg.n_step,
+            cfg.discount,
+            self._batch_size,
+            {"observ": spec["observ"], "action": spec["action"]},
+        )
+        replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
+        self._replay_bytes = sum(v.shape.num_elements() * v.dtype.size for v in replay.variables)
+        self._buffers = Untracked({"n_step": n_step, "replay": replay})
+        if self._checkpoints_replay():
+            self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
+        # Environment steps this algorithm has seen (the warm-up follows it), batched steps
+        # since the last update, and gradient steps (the target critics' interval follows it).
+        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        self._since_update = tf.Variable(0, trainable=False, name="since_update")
+        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
+
+    def _checkpoints_replay(self) -> bool:
+        choice = self._cfg.checkpoint_replay
+        return choice == "true" or (choice == "auto" and self._replay_bytes < AUTO_CHECKPOINT_BYTES)
+
+    @property
+    def replay(self) -> UniformReplay:
+        return self._buffers.variables["replay"]
+
+    @property
+    def n_step(self) -> NStep:
+        return self._buffers.variables["n_step"]
+
+    @property
+    def _critics(self) -> list[MLP]:
+        return [self.q1, self.q2]
+
+    @property
+    def _target_critics(self) -> list[MLP]:
+        return [self.target_q1, self.target_q2]
+
+    @property
+    def _critic_variables(self) -> list[tf.Variable]:
+        return self.q1.trainable_variables + self.q2.trainable_variables
+
+    @property
+    def _target_variables(self) -> list[tf.Variable]:
+        return self.target_q1.trainable_variables + self.target_q2.trainable_variables
+
+    # Act and store.
+
+    def begin_episodes(self, agent_indices):
+        del agent_indices  # Windows stop at episode ends by themselves (`NStep`).
+
+    @tf.autograph.experimental.do_not_convert
+    def perform(self, agent_indices, observ):
+        draw = self.exploration.uniform([3, self._batch_size, self._action_size])  # [3, B, A]
+        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [B, A]
+        squashed, _ = self._sample(observ, noise)  # [B, A]
+        policy = utility.to_bounds(squashed, self._low, self._high)  # [B, A]
+        random = self._low + draw[2] * (self._high - self._low)  # [B, A]
+        warming_up = self.env_steps < self._cfg.learning_starts
+        return self._env_action(tf.where(warming_up, random, policy))
+
+    @tf.autograph.experimental.do_not_convert
+    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
+        del agent_indices  # `simulate` passes every agent, in order, at every step.
+        action = tf.reshape(tf.cast(action, tf.float32), [-1, self._action_size])  # [B, A]
+        valid, transition = self.n_step.push(
+            tf.cast(observ, tf.float32),
+            utility.from_bounds(action, self._low, self._high),
+            reward,
+            terminated,
+            truncated,
+            tf.cast(next_observ, tf.float32),
+        )
+        if self._cfg.n_step == 1:
+            self._add(transition)
+        else:
+            # The first n - 1 steps of a run finish no window; after them every step does.
+            tf.cond(valid[0], lambda: self._add(transition), lambda: None)
+        self._since_update.assign_add(1)
+        self.env_steps.assign_add(self._batch_size)
+
+    def _add(self, transition):
+        self.replay.add(transition)
+
+    def end_episodes(self, agent_indices):
+        del agent_indices
+
+    def steps_to_update(self):
+        return self._cfg.train_freq - self._since_update.read_value()
+
+    # Learn.
+
+    @tf.autograph.experimental.do_not_convert
+    def update(self):
+        self._since_update.assign(0)
+        cfg = self._cfg
+        needed = max(cfg.batch_size, min(cfg.learning_starts, self.replay.capacity))
+        tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
+
+    def _learn(self):
+        cfg = self._cfg
+
+        def body(count, metrics):
+            new = self._gradient_step()
+            return count + 1, {k: metrics[k] + new[k] / cfg.gradient_steps for k in metrics}
+
+        _, metrics = tf.while_loop(
+            lambda count, _: count < cfg.gradient_steps,
+            body,
+            (tf.constant(0), {name: tf.constant(0.0) for name in METRICS}),
+            parallel_iterations=1,
+        )
+        self._write_summaries(metrics)
+
+    def _gradient_step(self) -> dict[str, tf.Tensor]:
+        cfg = self._cfg
+        _, _, batch = self.replay.sample(cfg.batch_size)
+        draw = self.noise.uniform([4, cfg.batch_size, self._action_size])  # [4, N, A]
+        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A], at s
+        next_noise = utility.normal_from_uniforms(draw[2], draw[3])  # [N, A], at s'
+        alpha = tf.exp(tf.convert_to_tensor(self.log_alpha))  # Before its step, as SB3.
+        with tf.GradientTape() as actor_tape:
+            action, log_prob = self._sample(batch["observ"], noise)  # [N, A], [N]
+            with actor_tape.stop_recording():
+                alpha_loss = self._temperature_step(log_prob)
+                critic_loss, q_mean = self._critic_step(batch, next_noise, alpha)
+            # The critics after their step (SB3's order).
+            q1, q2 = (self._q(critic, batch["observ"], action) for critic in self._critics)
+            actor_loss = utility.actor_loss(log_prob, q1, q2, alpha)
+        variables = self.actor.trainable_variables
+        gradients = actor_tape.gradient(actor_loss, variables)
+        self.actor_optimizer.apply_gradients(zip(gradients, variables))
+        self.updates.assign_add(1)
+        if cfg.target_update_interval == 1:
+            polyak(self._target_variables, self._critic_variables, cfg.tau)
+        else:
+            due = self.updates % cfg.target_update_interval == 0
+            tf.cond(due, self._update_targets, lambda: None)
+        return {
+            "actor_loss": actor_loss,
+            "critic_loss": critic_loss,
+            "alpha": alpha,
+            "alpha_loss": alpha_loss,
+            "entropy": -tf.reduce_mean(log_prob),
+            "q_mean": q_mean,
+        }
+
+    def _temperature_step(self, log_prob) -> tf.Tensor:
+        """One Adam step on log alpha (with `ent_coef: auto`); returns its loss."""
+        if not self._learn_alpha:
+            return tf.constant(0.0)
+        with tf.GradientTape() as tape:
+            loss = utility.temperature_loss(self.log_alpha, log_prob, self._target_entropy)
+        gradient = tape.gradient(loss, self.log_alpha)
+        self.alpha_optimizer.apply_gradients([(gradient, self.log_alpha)])
+        return loss
+
+    def _critic_step(self, batch, next_noise, alpha) -> tuple[tf.Tensor, tf.Tensor]:
+        """One Adam step on both critics toward the soft targets; returns loss and mean Q."""
+        next_action, next_log_prob = self._sample(batch["next_observ"], next_noise)
+        next_q1, next_q2 = (
+            self._q(critic, batch["next_observ"], next_action) for critic in self._target_critics
+        )  # [N] each
+        target = utility.soft_q_targets(
+            batch["reward"], batch["discount"], next_q1, next_q2, next_log_prob, alpha
+        )  # [N]
+        with tf.GradientTape() as tape:
+            q1, q2 = (self._q(critic, batch["observ"], batch["action"]) for critic in self._critics)
+            loss = utility.critic_loss(q1, q2, target)
+        variables = self._critic_variables
+        gradients = tape.gradient(loss, variables)
+        self.critic_optimizer.apply_gradients(zip(gradients, variables))
+        return loss, 0.5 * (tf.reduce_mean(q1) + tf.reduce_mean(q2))
+
+    def _update_targets(self):
+        polyak(self._target_variables, self._critic_variables, self._cfg.tau)
+
+    def _write_summaries(self, metrics):
+        values = dict(
+            metrics,
+            buffer_size=tf.cast(self.replay.size(), tf.float32),
+            updates=tf.cast(self.updates, tf.float32),
+        )
+        for name, value in values.items():
+            summary.scalar(f"sac/{name}", value)
+            self._latest.variables[name].assign(value)
+
+    def summaries(self) -> dict[str, tf.Tensor]:
+        """The scalars the latest update wrote, {'sac/<name>': value}, as tensors."""
+        return {f"sac/{name}": v.read_value() for name, v in self._latest.variables.items()}
+
+    # The networks.
+
+    def _flat(self, observ):
+        """Observations [N, ...] as float32 vectors [N, O]."""
+        observ = tf.cast(observ, tf.float32)
+        return tf.reshape(observ, [-1, int(np.prod(self._observ_shape))])
+
+    def _gaussian(self, observ) -> tuple[tf.Tensor, tf.Tensor]:
+        """The policy's mean [N, A] and log std [N, A], clipped to [-20, 2]."""
+        output = self.actor(self._flat(observ))  # [N, 2A]
+        mean, log_std = output[:, : self._action_size], output[:, self._action_size :]
+        return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+
+    def _sample(self, observ, noise) -> tuple[tf.Tensor, tf.Tensor]:
+        """Reparameterized actions tanh(mean + std * noise) in [-1, 1] [N, A] and their
+        log-probabilities [N], for observations [N, ...] and standard normal noise [N, A]."""
+        mean, log_std = self._gaussian(observ)
+        u = mean + tf.exp(log_std) * noise  # [N, A]
+        return tf.tanh(u), utility.squashed_gaussian_log_prob(u, mean, log_std)
+
+    def _q(self, critic, observ, action) -> tf.Tensor:
+        """Q values [N] of observations [N, ...] and actions in [-1, 1] [N, A]."""
+        return critic(tf.concat([self._flat(observ), action], axis=1))[:, 0]
+
+    def _env_action(self, action):
+        """Actions [N, A] in the space's shape [N, ...]."""
+        return tf.reshape(action, (-1,) + self._action_shape)
+
+    # The policy, for evaluation and export.
+
+    def act(self, observ, deterministic: bool = True):
+        """Environment actions [N, ...] for observations [N, ...]: the squashed mean scaled
+        to the bounds, or a sample of the policy when not deterministic."""
+        mean, _ = self._gaussian(observ)  # [N, A]
+        if deterministic:
+            squashed = tf.tanh(mean)
+        else:
+            draw = self.exploration.uniform(tf.stack([2, tf.shape(mean)[0], self._action_size]))
+            squashed, _ = self._sample(observ, utility.normal_from_uniforms(draw[0], draw[1]))
+        return self._env_action(utility.to_bounds(squashed, self._low, self._high))
+
+
+def _is_auto_or_positive(value) -> bool:
+    return value in (None, "auto") or _is_number(value) and value > 0
+
+
+def _is_auto_or_number(value) -> bool:
+    return value in (None, "auto") or _is_number(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
