@@ -8,18 +8,16 @@ import tensorflow as tf
 
 from batchrl.algorithms.dqn.utility import polyak
 from batchrl.algorithms.sac import utility
+from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
-from batchrl.networks import MLP
 from batchrl.parts import optimizers, summary
 from batchrl.parts.untracked import Untracked
 from batchrl.replay import NStep, RandomStream, UniformReplay
 
 CHECKPOINT_REPLAY = ("auto", "true", "false")
 AUTO_CHECKPOINT_BYTES = 1 << 30  # `checkpoint_replay: auto` saves buffers below 1 GiB.
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # The actor's log std is clipped to these (SB3's).
-ACTOR_OUTPUT_GAIN = 0.01  # Initial means and log stds near 0: tanh(N(0, 1)) actions.
 # What an update reports, as `summaries()` returns it after a training call.
 SUMMARIES = (
     "actor_loss",
@@ -131,13 +129,10 @@ class SAC(Algorithm, Policy):
         network = config.network
         del step  # SAC counts its own environment steps, in `env_steps`.
         self._batch_size = len(batch_env)
-        self._action_shape = tuple(space.shape)
-        self._action_size = int(np.prod(space.shape))
         self._observ_shape = tuple(batch_env.observation_space.shape)
-        self._low = tf.constant(np.reshape(space.low, [-1]), tf.float32)  # [A]
-        self._high = tf.constant(np.reshape(space.high, [-1]), tf.float32)  # [A]
+        size = self._action_size = int(np.prod(space.shape))
         if cfg.target_entropy in (None, "auto"):
-            self._target_entropy = -float(self._action_size)
+            self._target_entropy = -float(size)
         else:
             self._target_entropy = float(cfg.target_entropy)
         self._learn_alpha = cfg.ent_coef in (None, "auto")
@@ -148,22 +143,19 @@ class SAC(Algorithm, Policy):
         self.noise = RandomStream(seed + (2 << 32), name="noise")
 
         activation = network.activation
-        size = self._action_size
-        self.actor = MLP(network.policy_layers, 2 * size, activation, ACTOR_OUTPUT_GAIN, "actor")
-        self.q1 = MLP(network.value_layers, 1, activation, 1.0, "q1")
-        self.q2 = MLP(network.value_layers, 1, activation, 1.0, "q2")
-        self.target_q1 = MLP(network.value_layers, 1, activation, 1.0, "target_q1")
-        self.target_q2 = MLP(network.value_layers, 1, activation, 1.0, "target_q2")
+        self.actor = SquashedGaussianActor(network.policy_layers, activation, space)
+        self.critic = TwinCritic(network.value_layers, activation, "critic")
+        self.target_critic = TwinCritic(network.value_layers, activation, "target_critic")
         observ = tf.zeros((1,) + self._observ_shape)
-        self.actor(self._flat(observ))
-        for critic in self._critics + self._target_critics:
-            self._q(critic, observ, tf.zeros([1, size]))
-        polyak(self._target_variables, self._critic_variables, 1.0)
+        self.actor.gaussian(observ)
+        self.critic(observ, tf.zeros([1, size]))
+        self.target_critic(observ, tf.zeros([1, size]))
+        polyak(self.target_critic.variables, self.critic.variables, 1.0)
         # PyTorch's Adam epsilon, as Stable-Baselines3 uses it, for all three.
         self.actor_optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-8)
         self.actor_optimizer.build(self.actor.trainable_variables)
         self.critic_optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-8)
-        self.critic_optimizer.build(self._critic_variables)
+        self.critic_optimizer.build(self.critic.trainable_variables)
         if self._learn_alpha:
             init = np.log(cfg.ent_coef_init)
             self.log_alpha = tf.Variable(init, dtype=tf.float32, name="log_alpha")
@@ -209,22 +201,6 @@ class SAC(Algorithm, Policy):
     def n_step(self) -> NStep:
         return self._buffers.variables["n_step"]
 
-    @property
-    def _critics(self) -> list[MLP]:
-        return [self.q1, self.q2]
-
-    @property
-    def _target_critics(self) -> list[MLP]:
-        return [self.target_q1, self.target_q2]
-
-    @property
-    def _critic_variables(self) -> list[tf.Variable]:
-        return self.q1.trainable_variables + self.q2.trainable_variables
-
-    @property
-    def _target_variables(self) -> list[tf.Variable]:
-        return self.target_q1.trainable_variables + self.target_q2.trainable_variables
-
     # Act and store.
 
     def begin_episodes(self, agent_indices):
@@ -234,19 +210,17 @@ class SAC(Algorithm, Policy):
     def perform(self, agent_indices, observ):
         draw = self.exploration.uniform([3, self._batch_size, self._action_size])  # [3, B, A]
         noise = utility.normal_from_uniforms(draw[0], draw[1])  # [B, A]
-        squashed, _ = self._sample(observ, noise)  # [B, A]
-        policy = utility.to_bounds(squashed, self._low, self._high)  # [B, A]
-        random = self._low + draw[2] * (self._high - self._low)  # [B, A]
+        policy = self.actor.to_env(self.actor.sample(observ, noise)[0])  # [B, ...]
+        random = self.actor.uniform(draw[2])  # [B, ...]
         warming_up = self.env_steps < self._cfg.learning_starts
-        return self._env_action(tf.where(warming_up, random, policy))
+        return tf.where(warming_up, random, policy)
 
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del agent_indices  # `simulate` passes every agent, in order, at every step.
-        action = tf.reshape(tf.cast(action, tf.float32), [-1, self._action_size])  # [B, A]
         valid, transition = self.n_step.push(
             tf.cast(observ, tf.float32),
-            utility.from_bounds(action, self._low, self._high),
+            self.actor.from_env(action),  # [B, A] in [-1, 1]
             reward,
             terminated,
             truncated,
@@ -301,19 +275,18 @@ class SAC(Algorithm, Policy):
         next_noise = utility.normal_from_uniforms(draw[2], draw[3])  # [N, A], at s'
         alpha = tf.exp(tf.convert_to_tensor(self.log_alpha))  # Before its step, as SB3.
         with tf.GradientTape() as actor_tape:
-            action, log_prob = self._sample(batch["observ"], noise)  # [N, A], [N]
+            action, log_prob = self.actor.sample(batch["observ"], noise)  # [N, A], [N]
             with actor_tape.stop_recording():
                 alpha_loss = self._temperature_step(log_prob)
                 critic_loss, q_mean = self._critic_step(batch, next_noise, alpha)
-            # The critics after their step (SB3's order).
-            q1, q2 = (self._q(critic, batch["observ"], action) for critic in self._critics)
+            q1, q2 = self.critic(batch["observ"], action)  # After their step (SB3's order).
             actor_loss = utility.actor_loss(log_prob, q1, q2, alpha)
         variables = self.actor.trainable_variables
         gradients = actor_tape.gradient(actor_loss, variables)
         self.actor_optimizer.apply_gradients(zip(gradients, variables))
         self.updates.assign_add(1)
         if cfg.target_update_interval == 1:
-            polyak(self._target_variables, self._critic_variables, cfg.tau)
+            self._update_targets()
         else:
             due = self.updates % cfg.target_update_interval == 0
             tf.cond(due, self._update_targets, lambda: None)
@@ -338,23 +311,21 @@ class SAC(Algorithm, Policy):
 
     def _critic_step(self, batch, next_noise, alpha) -> tuple[tf.Tensor, tf.Tensor]:
         """One Adam step on both critics toward the soft targets; returns loss and mean Q."""
-        next_action, next_log_prob = self._sample(batch["next_observ"], next_noise)
-        next_q1, next_q2 = (
-            self._q(critic, batch["next_observ"], next_action) for critic in self._target_critics
-        )  # [N] each
+        next_action, next_log_prob = self.actor.sample(batch["next_observ"], next_noise)
+        next_q1, next_q2 = self.target_critic(batch["next_observ"], next_action)  # [N] each
         target = utility.soft_q_targets(
             batch["reward"], batch["discount"], next_q1, next_q2, next_log_prob, alpha
         )  # [N]
         with tf.GradientTape() as tape:
-            q1, q2 = (self._q(critic, batch["observ"], batch["action"]) for critic in self._critics)
+            q1, q2 = self.critic(batch["observ"], batch["action"])  # [N] each
             loss = utility.critic_loss(q1, q2, target)
-        variables = self._critic_variables
+        variables = self.critic.trainable_variables
         gradients = tape.gradient(loss, variables)
         self.critic_optimizer.apply_gradients(zip(gradients, variables))
         return loss, 0.5 * (tf.reduce_mean(q1) + tf.reduce_mean(q2))
 
     def _update_targets(self):
-        polyak(self._target_variables, self._critic_variables, self._cfg.tau)
+        polyak(self.target_critic.variables, self.critic.variables, self._cfg.tau)
 
     def _write_summaries(self, metrics):
         values = dict(
@@ -370,46 +341,16 @@ class SAC(Algorithm, Policy):
         """The scalars the latest update wrote, {'sac/<name>': value}, as tensors."""
         return {f"sac/{name}": v.read_value() for name, v in self._latest.variables.items()}
 
-    # The networks.
-
-    def _flat(self, observ):
-        """Observations [N, ...] as float32 vectors [N, O]."""
-        observ = tf.cast(observ, tf.float32)
-        return tf.reshape(observ, [-1, int(np.prod(self._observ_shape))])
-
-    def _gaussian(self, observ) -> tuple[tf.Tensor, tf.Tensor]:
-        """The policy's mean [N, A] and log std [N, A], clipped to [-20, 2]."""
-        output = self.actor(self._flat(observ))  # [N, 2A]
-        mean, log_std = output[:, : self._action_size], output[:, self._action_size :]
-        return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
-
-    def _sample(self, observ, noise) -> tuple[tf.Tensor, tf.Tensor]:
-        """Reparameterized actions tanh(mean + std * noise) in [-1, 1] [N, A] and their
-        log-probabilities [N], for observations [N, ...] and standard normal noise [N, A]."""
-        mean, log_std = self._gaussian(observ)
-        u = mean + tf.exp(log_std) * noise  # [N, A]
-        return tf.tanh(u), utility.squashed_gaussian_log_prob(u, mean, log_std)
-
-    def _q(self, critic, observ, action) -> tf.Tensor:
-        """Q values [N] of observations [N, ...] and actions in [-1, 1] [N, A]."""
-        return critic(tf.concat([self._flat(observ), action], axis=1))[:, 0]
-
-    def _env_action(self, action):
-        """Actions [N, A] in the space's shape [N, ...]."""
-        return tf.reshape(action, (-1,) + self._action_shape)
-
     # The policy, for evaluation and export.
 
     def act(self, observ, deterministic: bool = True):
         """Environment actions [N, ...] for observations [N, ...]: the squashed mean scaled
         to the bounds, or a sample of the policy when not deterministic."""
-        mean, _ = self._gaussian(observ)  # [N, A]
         if deterministic:
-            squashed = tf.tanh(mean)
-        else:
-            draw = self.exploration.uniform(tf.stack([2, tf.shape(mean)[0], self._action_size]))
-            squashed, _ = self._sample(observ, utility.normal_from_uniforms(draw[0], draw[1]))
-        return self._env_action(utility.to_bounds(squashed, self._low, self._high))
+            return self.actor.to_env(self.actor.mode(observ))
+        draw = self.exploration.uniform(tf.stack([2, tf.shape(observ)[0], self._action_size]))
+        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A]
+        return self.actor.to_env(self.actor.sample(observ, noise)[0])
 
 
 def _is_auto_or_positive(value) -> bool:
