@@ -1,4 +1,4 @@
-"""The algorithms: one folder each (ppo/, impala/, es/), each a learner with `learn(batch)`.
+"""The algorithms: one folder each (ppo/, impala/, es/, dqn/, sac/), each a learner.
 
 A folder holds the algorithm's class, which reads like its paper (collect, targets,
 update, report), the pure math in `utility.py` (or `vtrace.py`) and a README.md with the
@@ -6,8 +6,11 @@ paper and every deviation from it. What a second algorithm needs lives in `batch
 how the work is spread over threads or machines lives in `batchrl.runners`.
 """
 
+from batchrl.algorithms.dqn import DQN
+from batchrl.algorithms.es import ES
 from batchrl.algorithms.impala import IMPALA
 from batchrl.algorithms.ppo import PPO
+from batchrl.algorithms.sac import SAC
 from batchrl.core import Algorithm
 
-__all__ = ["IMPALA", "PPO", "Algorithm"]
+__all__ = ["DQN", "ES", "IMPALA", "PPO", "SAC", "Algorithm"]

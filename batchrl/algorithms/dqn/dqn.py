@@ -11,11 +11,10 @@ from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.networks import MLP
 from batchrl.parts import optimizers, summary
+from batchrl.parts.polyak import polyak
 from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, PrioritizedReplay, RandomStream, UniformReplay
+from batchrl.replay import NStep, PrioritizedReplay, RandomStream, UniformReplay, checkpointing
 
-CHECKPOINT_REPLAY = ("auto", "true", "false")
-AUTO_CHECKPOINT_BYTES = 1 << 30  # `checkpoint_replay: auto` saves buffers below 1 GiB.
 # What an update reports, as `summaries()` returns it after a training call.
 SUMMARIES = (
     "loss",
@@ -61,7 +60,7 @@ class DQN(Algorithm, Policy):
     @classmethod
     def check_config(cls, config) -> None:
         cfg = config.dqn
-        check_choice("dqn.checkpoint_replay", cfg.checkpoint_replay, CHECKPOINT_REPLAY)
+        check_choice("dqn.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
         check_range(
             cfg,
             "dqn",
@@ -138,7 +137,7 @@ class DQN(Algorithm, Policy):
         dummy = tf.zeros((1,) + self._observ_shape)
         self.q(dummy)
         self.target_q(dummy)
-        utility.polyak(self.target_q.variables, self.q.variables, 1.0)
+        polyak(self.target_q.variables, self.q.variables, 1.0)
         self.optimizer = optimizers.Adam(cfg.learning_rate)
         self.optimizer.build(self.q.trainable_variables)
 
@@ -161,9 +160,8 @@ class DQN(Algorithm, Policy):
             )
         else:
             replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self._replay_bytes = sum(v.shape.num_elements() * v.dtype.size for v in replay.variables)
         self._buffers = Untracked({"n_step": n_step, "replay": replay})
-        if self._checkpoints_replay():
+        if checkpointing.saves_buffers(self._cfg.checkpoint_replay, [n_step, replay]):
             self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
         # Environment steps this algorithm has seen (epsilon, beta and the target's copies
         # follow it within a training call), batched steps since the last update, and the
@@ -175,10 +173,6 @@ class DQN(Algorithm, Policy):
         )
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
-
-    def _checkpoints_replay(self) -> bool:
-        choice = self._cfg.checkpoint_replay
-        return choice == "true" or (choice == "auto" and self._replay_bytes < AUTO_CHECKPOINT_BYTES)
 
     @property
     def replay(self):
@@ -210,8 +204,12 @@ class DQN(Algorithm, Policy):
             truncated,
             tf.cast(next_observ, tf.float32),
         )
-        # The first n - 1 steps of a run finish no window; after them every step does.
-        tf.cond(valid[0], lambda: self._add(transition), lambda: None)
+        if self._cfg.n_step == 1:
+            self._add(transition)
+        else:
+            # The first n - 1 steps of a run finish no window; after them every step does.
+            # (Under XLA the write inside tf.cond copies the buffer at every step.)
+            tf.cond(valid[0], lambda: self._add(transition), lambda: None)
         self._since_update.assign_add(1)
         self.env_steps.assign_add(self._batch_size)
 
@@ -255,7 +253,7 @@ class DQN(Algorithm, Policy):
         self._write_summaries(metrics)
 
     def _copy_target(self):
-        utility.polyak(self.target_q.variables, self.q.variables, 1.0)
+        polyak(self.target_q.variables, self.q.variables, 1.0)
         self._last_target_update.assign(self.env_steps)
 
     def _gradient_step(self) -> dict[str, tf.Tensor]:
@@ -280,7 +278,7 @@ class DQN(Algorithm, Policy):
         self.optimizer.apply_gradients(zip(gradients, variables))
         self.replay.update_priorities(indices, tf.abs(td_error))
         if cfg.tau < 1.0:
-            utility.polyak(self.target_q.variables, self.q.variables, cfg.tau)
+            polyak(self.target_q.variables, self.q.variables, cfg.tau)
         self.updates.assign_add(1)
         return {
             "loss": loss,

@@ -1,4 +1,4 @@
-"""Pure math of DQN: dueling heads, double-DQN targets, the Huber loss, epsilon, Polyak."""
+"""Pure math of DQN: dueling heads, double-DQN targets, the Huber loss, the epsilon schedule."""
 
 from __future__ import annotations
 
@@ -91,15 +91,3 @@ def linear_epsilon(
         return tf.constant(final, tf.float32)
     progress = tf.minimum(tf.cast(step, tf.float32) / span, 1.0)
     return initial + (final - initial) * progress
-
-
-def polyak(target: list[tf.Variable], source: list[tf.Variable], tau: float) -> list:
-    """Moves each target variable toward its source: target <- (1 - tau) target + tau source.
-
-    tau 1 copies. Returns the assign ops (an empty list for no variables).
-    """
-    if len(target) != len(source):
-        raise ValueError(f"{len(target)} target variables for {len(source)} source variables.")
-    if tau == 1.0:
-        return [t.assign(s) for t, s in zip(target, source)]
-    return [t.assign((1.0 - tau) * t + tau * s) for t, s in zip(target, source)]

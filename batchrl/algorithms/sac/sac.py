@@ -6,18 +6,16 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.dqn.utility import polyak
 from batchrl.algorithms.sac import utility
 from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import optimizers, summary
+from batchrl.parts.polyak import polyak
 from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, RandomStream, UniformReplay
+from batchrl.replay import NStep, RandomStream, UniformReplay, checkpointing
 
-CHECKPOINT_REPLAY = ("auto", "true", "false")
-AUTO_CHECKPOINT_BYTES = 1 << 30  # `checkpoint_replay: auto` saves buffers below 1 GiB.
 # What an update reports, as `summaries()` returns it after a training call.
 SUMMARIES = (
     "actor_loss",
@@ -66,7 +64,7 @@ class SAC(Algorithm, Policy):
     @classmethod
     def check_config(cls, config) -> None:
         cfg = config.sac
-        check_choice("sac.checkpoint_replay", cfg.checkpoint_replay, CHECKPOINT_REPLAY)
+        check_choice("sac.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
         check_range(
             cfg,
             "sac",
@@ -178,9 +176,8 @@ class SAC(Algorithm, Policy):
             {"observ": spec["observ"], "action": spec["action"]},
         )
         replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self._replay_bytes = sum(v.shape.num_elements() * v.dtype.size for v in replay.variables)
         self._buffers = Untracked({"n_step": n_step, "replay": replay})
-        if self._checkpoints_replay():
+        if checkpointing.saves_buffers(self._cfg.checkpoint_replay, [n_step, replay]):
             self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
         # Environment steps this algorithm has seen (the warm-up follows it), batched steps
         # since the last update, and gradient steps (the target critics' interval follows it).
@@ -188,10 +185,6 @@ class SAC(Algorithm, Policy):
         self._since_update = tf.Variable(0, trainable=False, name="since_update")
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
-
-    def _checkpoints_replay(self) -> bool:
-        choice = self._cfg.checkpoint_replay
-        return choice == "true" or (choice == "auto" and self._replay_bytes < AUTO_CHECKPOINT_BYTES)
 
     @property
     def replay(self) -> UniformReplay:

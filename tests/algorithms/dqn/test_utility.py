@@ -67,13 +67,3 @@ def test_linear_epsilon_falls_over_the_fraction_then_stays():
     values = [float(utility.linear_epsilon(t, 1000, 0.1, 1.0, 0.05)) for t in (0, 50, 100, 900)]
     np.testing.assert_allclose(values, [1.0, 0.525, 0.05, 0.05], rtol=1e-6)
     assert float(utility.linear_epsilon(10, 1000, 0.0, 1.0, 0.05)) == pytest.approx(0.05)
-
-
-def test_polyak_moves_toward_the_source_and_copies_at_tau_one():
-    target, source = tf.Variable([0.0, 10.0]), tf.Variable([1.0, 0.0])
-    utility.polyak([target], [source], 0.25)
-    np.testing.assert_allclose(target, [0.25, 7.5])
-    utility.polyak([target], [source], 1.0)
-    np.testing.assert_allclose(target, [1.0, 0.0])
-    with pytest.raises(ValueError, match="1 target variables for 2 source"):
-        utility.polyak([target], [source, source], 1.0)

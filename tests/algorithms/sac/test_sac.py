@@ -197,8 +197,8 @@ def test_unbounded_actions_are_refused_at_construction():
 
 
 def test_checkpoint_replay_false_leaves_the_buffer_out_of_checkpoints():
-    # The key is a string (its default is auto): YAML's false needs quotes.
-    for choice, saved in (("'false'", False), ("auto", True)):
+    choices = (("false", False), ("'false'", False), ("true", True), ("auto", True), ("~", True))
+    for choice, saved in choices:
         _, _, algo = pendulum([f"sac.checkpoint_replay={choice}"])
         names = [v.name for v in tf.train.Checkpoint(algo=algo).algo.variables]
         assert any("ring" in name or "leaf" in name for name in names) == saved, names
