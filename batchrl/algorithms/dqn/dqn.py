@@ -6,30 +6,16 @@ import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.algorithms.dqn import utility
+from batchrl.algorithms.off_policy import OffPolicy
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
-from batchrl.core import Algorithm, Policy
 from batchrl.networks import MLP
-from batchrl.parts import optimizers, summary
+from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, PrioritizedReplay, RandomStream, UniformReplay, checkpointing
-
-# What an update reports, as `summaries()` returns it after a training call.
-SUMMARIES = (
-    "loss",
-    "q_mean",
-    "td_abs_mean",
-    "grad_norm",
-    "epsilon",
-    "beta",
-    "buffer_size",
-    "priority_max",
-    "updates",
-)
+from batchrl.replay import PrioritizedReplay, RandomStream, UniformReplay, checkpointing
 
 
-class DQN(Algorithm, Policy):
+class DQN(OffPolicy):
     """Deep Q-learning for a batch of environments with discrete actions, driven by `simulate`.
 
     It reads like the papers (Mnih et al. 2015; van Hasselt et al. 2016; Wang et al.
@@ -55,7 +41,8 @@ class DQN(Algorithm, Policy):
     """
 
     config_section = "dqn"
-    autograph = False  # Control flow is written with tf.cond and tf.while_loop.
+    METRICS = ("loss", "q_mean", "td_abs_mean", "grad_norm")  # Means over an update.
+    SUMMARIES = METRICS + ("epsilon", "beta", "priority_max", "buffer_size", "updates")
 
     @classmethod
     def check_config(cls, config) -> None:
@@ -148,115 +135,41 @@ class DQN(Algorithm, Policy):
             "discount": tf.TensorSpec([], tf.float32),
             "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
         }
-        n_step = NStep(
-            cfg.n_step,
-            cfg.discount,
-            self._batch_size,
-            {"observ": spec["observ"], "action": spec["action"]},
-        )
         if cfg.prioritized:
             replay = PrioritizedReplay(
                 cfg.buffer_size, spec, cfg.priority_alpha, cfg.priority_epsilon, seed=seed
             )
         else:
             replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self._buffers = Untracked({"n_step": n_step, "replay": replay})
-        if checkpointing.saves_buffers(self._cfg.checkpoint_replay, [n_step, replay]):
-            self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
-        # Environment steps this algorithm has seen (epsilon, beta and the target's copies
-        # follow it within a training call), batched steps since the last update, and the
-        # step of the target network's last copy.
-        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
-        self._since_update = tf.Variable(0, trainable=False, name="since_update")
+        self.make_buffers(cfg, self._batch_size, spec, replay)
+        # The environment step of the target network's last copy.
         self._last_target_update = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="last_target_update"
         )
-        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
 
-    @property
-    def replay(self):
-        """The replay buffer (`UniformReplay` or `PrioritizedReplay`)."""
-        return self._buffers.variables["replay"]
-
-    @property
-    def n_step(self) -> NStep:
-        return self._buffers.variables["n_step"]
-
-    # Act and store.
-
-    def begin_episodes(self, agent_indices):
-        del agent_indices  # Windows stop at episode ends by themselves (`NStep`).
+    # Act.
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         q = self._q_values(self.q, observ)  # [K, A]
         return self._epsilon_greedy(q, self._epsilon())
 
-    @tf.autograph.experimental.do_not_convert
-    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        del agent_indices  # `simulate` passes every agent, in order, at every step.
-        valid, transition = self.n_step.push(
-            tf.cast(observ, tf.float32),
-            tf.cast(action, tf.int32),
-            reward,
-            terminated,
-            truncated,
-            tf.cast(next_observ, tf.float32),
-        )
-        if self._cfg.n_step == 1:
-            self._add(transition)
-        else:
-            # The first n - 1 steps of a run finish no window; after them every step does.
-            # (Under XLA the write inside tf.cond copies the buffer at every step.)
-            tf.cond(valid[0], lambda: self._add(transition), lambda: None)
-        self._since_update.assign_add(1)
-        self.env_steps.assign_add(self._batch_size)
-
-    def _add(self, transition):
-        self.replay.add(transition)
-
-    def end_episodes(self, agent_indices):
-        del agent_indices
-
-    def steps_to_update(self):
-        return self._cfg.train_freq - self._since_update.read_value()
+    def stored_action(self, action):
+        return tf.cast(action, tf.int32)  # [B]
 
     # Learn.
 
-    @tf.autograph.experimental.do_not_convert
-    def update(self):
-        self._since_update.assign(0)
-        cfg = self._cfg
-        needed = max(cfg.batch_size, min(cfg.learning_starts, self.replay.capacity))
-        tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
-
-    def _learn(self):
+    def before_learning(self):
         cfg = self._cfg
         if cfg.tau == 1.0:
             due = self.env_steps - self._last_target_update >= cfg.target_update_interval
             tf.cond(due, self._copy_target, lambda: None)
-        metrics = {
-            name: tf.constant(0.0) for name in ("loss", "q_mean", "td_abs_mean", "grad_norm")
-        }
-
-        def body(count, metrics):
-            new = self._gradient_step()
-            return count + 1, {k: metrics[k] + new[k] / cfg.gradient_steps for k in metrics}
-
-        _, metrics = tf.while_loop(
-            lambda count, _: count < cfg.gradient_steps,
-            body,
-            (tf.constant(0), metrics),
-            parallel_iterations=1,
-        )
-        self._write_summaries(metrics)
 
     def _copy_target(self):
         polyak(self.target_q.variables, self.q.variables, 1.0)
         self._last_target_update.assign(self.env_steps)
 
-    def _gradient_step(self) -> dict[str, tf.Tensor]:
+    def gradient_step(self) -> dict[str, tf.Tensor]:
         cfg = self._cfg
         indices, weights, batch = self.replay.sample(cfg.batch_size, self._beta())
         next_q_target = self._q_values(self.target_q, batch["next_observ"])  # [N, A]
@@ -309,27 +222,17 @@ class DQN(Algorithm, Policy):
         progress = tf.minimum(tf.cast(self.env_steps, tf.float32) / float(self._total_steps), 1.0)
         return self._cfg.priority_beta + (1.0 - self._cfg.priority_beta) * progress
 
-    def _write_summaries(self, metrics):
-        values = dict(
-            metrics,
-            epsilon=self._epsilon(),
-            beta=self._beta(),
-            buffer_size=tf.cast(self.replay.size(), tf.float32),
-            priority_max=self._max_priority(),
-            updates=tf.cast(self.updates, tf.float32),
-        )
-        for name, value in values.items():
-            summary.scalar(f"dqn/{name}", value)
-            self._latest.variables[name].assign(value)
+    def summary_values(self):
+        return {
+            "epsilon": self._epsilon(),
+            "beta": self._beta(),
+            "priority_max": self._max_priority(),
+        }
 
     def _max_priority(self):
         if isinstance(self.replay, PrioritizedReplay):
             return tf.cast(self.replay.max_priority(), tf.float32)
         return tf.constant(1.0)
-
-    def summaries(self) -> dict[str, tf.Tensor]:
-        """The scalars the latest update wrote, {'dqn/<name>': value}, as tensors."""
-        return {f"dqn/{name}": v.read_value() for name, v in self._latest.variables.items()}
 
     # The policy, for evaluation and export.
 

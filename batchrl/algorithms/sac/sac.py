@@ -6,31 +6,17 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+from batchrl.algorithms.off_policy import OffPolicy
 from batchrl.algorithms.sac import utility
 from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
-from batchrl.core import Algorithm, Policy
-from batchrl.parts import optimizers, summary
+from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, RandomStream, UniformReplay, checkpointing
-
-# What an update reports, as `summaries()` returns it after a training call.
-SUMMARIES = (
-    "actor_loss",
-    "critic_loss",
-    "alpha",
-    "alpha_loss",
-    "entropy",
-    "q_mean",
-    "buffer_size",
-    "updates",
-)
-METRICS = SUMMARIES[:6]  # Means over the gradient steps of an update.
+from batchrl.replay import RandomStream, UniformReplay, checkpointing
 
 
-class SAC(Algorithm, Policy):
+class SAC(OffPolicy):
     """Soft actor-critic for a batch of environments with Box actions, driven by `simulate`.
 
     It reads like the paper (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
@@ -59,7 +45,9 @@ class SAC(Algorithm, Policy):
     """
 
     config_section = "sac"
-    autograph = False  # Control flow is written with tf.cond and tf.while_loop.
+    # Means over the gradient steps of an update, then the other scalars written.
+    METRICS = ("actor_loss", "critic_loss", "alpha", "alpha_loss", "entropy", "q_mean")
+    SUMMARIES = METRICS + ("buffer_size", "updates")
 
     @classmethod
     def check_config(cls, config) -> None:
@@ -169,35 +157,10 @@ class SAC(Algorithm, Policy):
             "discount": tf.TensorSpec([], tf.float32),
             "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
         }
-        n_step = NStep(
-            cfg.n_step,
-            cfg.discount,
-            self._batch_size,
-            {"observ": spec["observ"], "action": spec["action"]},
-        )
         replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self._buffers = Untracked({"n_step": n_step, "replay": replay})
-        if checkpointing.saves_buffers(self._cfg.checkpoint_replay, [n_step, replay]):
-            self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
-        # Environment steps this algorithm has seen (the warm-up follows it), batched steps
-        # since the last update, and gradient steps (the target critics' interval follows it).
-        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
-        self._since_update = tf.Variable(0, trainable=False, name="since_update")
-        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self._latest = Untracked({name: tf.Variable(0.0, trainable=False) for name in SUMMARIES})
+        self.make_buffers(cfg, self._batch_size, spec, replay)
 
-    @property
-    def replay(self) -> UniformReplay:
-        return self._buffers.variables["replay"]
-
-    @property
-    def n_step(self) -> NStep:
-        return self._buffers.variables["n_step"]
-
-    # Act and store.
-
-    def begin_episodes(self, agent_indices):
-        del agent_indices  # Windows stop at episode ends by themselves (`NStep`).
+    # Act.
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
@@ -208,59 +171,12 @@ class SAC(Algorithm, Policy):
         warming_up = self.env_steps < self._cfg.learning_starts
         return tf.where(warming_up, random, policy)
 
-    @tf.autograph.experimental.do_not_convert
-    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        del agent_indices  # `simulate` passes every agent, in order, at every step.
-        valid, transition = self.n_step.push(
-            tf.cast(observ, tf.float32),
-            self.actor.from_env(action),  # [B, A] in [-1, 1]
-            reward,
-            terminated,
-            truncated,
-            tf.cast(next_observ, tf.float32),
-        )
-        if self._cfg.n_step == 1:
-            self._add(transition)
-        else:
-            # The first n - 1 steps of a run finish no window; after them every step does.
-            tf.cond(valid[0], lambda: self._add(transition), lambda: None)
-        self._since_update.assign_add(1)
-        self.env_steps.assign_add(self._batch_size)
-
-    def _add(self, transition):
-        self.replay.add(transition)
-
-    def end_episodes(self, agent_indices):
-        del agent_indices
-
-    def steps_to_update(self):
-        return self._cfg.train_freq - self._since_update.read_value()
+    def stored_action(self, action):
+        return self.actor.from_env(action)  # [B, A] in [-1, 1]
 
     # Learn.
 
-    @tf.autograph.experimental.do_not_convert
-    def update(self):
-        self._since_update.assign(0)
-        cfg = self._cfg
-        needed = max(cfg.batch_size, min(cfg.learning_starts, self.replay.capacity))
-        tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
-
-    def _learn(self):
-        cfg = self._cfg
-
-        def body(count, metrics):
-            new = self._gradient_step()
-            return count + 1, {k: metrics[k] + new[k] / cfg.gradient_steps for k in metrics}
-
-        _, metrics = tf.while_loop(
-            lambda count, _: count < cfg.gradient_steps,
-            body,
-            (tf.constant(0), {name: tf.constant(0.0) for name in METRICS}),
-            parallel_iterations=1,
-        )
-        self._write_summaries(metrics)
-
-    def _gradient_step(self) -> dict[str, tf.Tensor]:
+    def gradient_step(self) -> dict[str, tf.Tensor]:
         cfg = self._cfg
         _, _, batch = self.replay.sample(cfg.batch_size)
         draw = self.noise.uniform([4, cfg.batch_size, self._action_size])  # [4, N, A]
@@ -319,20 +235,6 @@ class SAC(Algorithm, Policy):
 
     def _update_targets(self):
         polyak(self.target_critic.variables, self.critic.variables, self._cfg.tau)
-
-    def _write_summaries(self, metrics):
-        values = dict(
-            metrics,
-            buffer_size=tf.cast(self.replay.size(), tf.float32),
-            updates=tf.cast(self.updates, tf.float32),
-        )
-        for name, value in values.items():
-            summary.scalar(f"sac/{name}", value)
-            self._latest.variables[name].assign(value)
-
-    def summaries(self) -> dict[str, tf.Tensor]:
-        """The scalars the latest update wrote, {'sac/<name>': value}, as tensors."""
-        return {f"sac/{name}": v.read_value() for name, v in self._latest.variables.items()}
 
     # The policy, for evaluation and export.
 
