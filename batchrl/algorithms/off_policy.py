@@ -7,6 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import summary
 from batchrl.parts.untracked import Untracked
@@ -31,6 +33,40 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
     METRICS: tuple[str, ...] = ()
     SUMMARIES: tuple[str, ...] = ()
+    # The ranges of the keys every off-policy section has; a subclass adds its own.
+    RANGES = {
+        "buffer_size": (lambda x: x >= 1, ">= 1"),
+        "batch_size": (lambda x: x >= 1, ">= 1"),
+        "learning_starts": (lambda x: x >= 0, ">= 0"),
+        "train_freq": (lambda x: x >= 1, ">= 1 (batched steps)"),
+        "gradient_steps": (lambda x: x >= 1, ">= 1"),
+        "learning_rate": (lambda x: x > 0, "> 0"),
+        "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+        "n_step": (lambda x: x >= 1, ">= 1"),
+        "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
+    }
+
+    @classmethod
+    def check_sections(cls, config, ranges: dict) -> None:
+        """Checks the section's shared keys and `ranges` (its own), and the buffer's size.
+
+        Raises:
+          ConfigError: naming the first key whose value is out of range.
+        """
+        name = cls.config_section
+        cfg = config[name]
+        check_choice(f"{name}.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
+        check_range(cfg, name, {**cls.RANGES, **ranges})
+        if cfg.batch_size > cfg.buffer_size:
+            raise ConfigError(
+                f"{name}.batch_size={cfg.batch_size} must be at most {name}.buffer_size="
+                f"{cfg.buffer_size}."
+            )
+        if config.env.num_envs > cfg.buffer_size:
+            raise ConfigError(
+                f"env.num_envs={config.env.num_envs} must be at most {name}.buffer_size="
+                f"{cfg.buffer_size}: each step adds one transition per environment."
+            )
 
     def make_buffers(self, cfg, batch_size: int, spec: dict, replay: tf.Module) -> None:
         """Sets up the n-step window, the replay buffer `replay` and the counters.

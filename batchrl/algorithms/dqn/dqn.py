@@ -7,12 +7,11 @@ import tensorflow as tf
 
 from batchrl.algorithms.dqn import utility
 from batchrl.algorithms.off_policy import OffPolicy
-from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config import ConfigError
 from batchrl.networks import MLP
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.replay import PrioritizedReplay, RandomStream, UniformReplay, checkpointing
+from batchrl.replay import PrioritizedReplay, RandomStream, UniformReplay
 
 
 class DQN(OffPolicy):
@@ -46,22 +45,10 @@ class DQN(OffPolicy):
 
     @classmethod
     def check_config(cls, config) -> None:
-        cfg = config.dqn
-        check_choice("dqn.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
-        check_range(
-            cfg,
-            "dqn",
+        cls.check_sections(
+            config,
             {
-                "buffer_size": (lambda x: x >= 1, ">= 1"),
-                "batch_size": (lambda x: x >= 1, ">= 1"),
-                "learning_starts": (lambda x: x >= 0, ">= 0"),
-                "train_freq": (lambda x: x >= 1, ">= 1 (batched steps)"),
-                "gradient_steps": (lambda x: x >= 1, ">= 1"),
-                "learning_rate": (lambda x: x > 0, "> 0"),
-                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-                "n_step": (lambda x: x >= 1, ">= 1"),
                 "target_update_interval": (lambda x: x >= 1, ">= 1 (environment steps)"),
-                "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
                 "exploration_fraction": (lambda x: 0 <= x <= 1, "in [0, 1]"),
                 "exploration_initial_eps": (lambda x: 0 <= x <= 1, "in [0, 1]"),
                 "exploration_final_eps": (lambda x: 0 <= x <= 1, "in [0, 1]"),
@@ -72,16 +59,6 @@ class DQN(OffPolicy):
                 "priority_epsilon": (lambda x: x > 0, "> 0"),
             },
         )
-        if cfg.batch_size > cfg.buffer_size:
-            raise ConfigError(
-                f"dqn.batch_size={cfg.batch_size} must be at most dqn.buffer_size="
-                f"{cfg.buffer_size}."
-            )
-        if config.env.num_envs > cfg.buffer_size:
-            raise ConfigError(
-                f"env.num_envs={config.env.num_envs} must be at most dqn.buffer_size="
-                f"{cfg.buffer_size}: each step adds one transition per environment."
-            )
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates the Q networks, the optimizer, the n-step window and the replay buffer.

@@ -9,11 +9,10 @@ import tensorflow as tf
 from batchrl.algorithms.off_policy import OffPolicy
 from batchrl.algorithms.sac import utility
 from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
-from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config import ConfigError
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.replay import RandomStream, UniformReplay, checkpointing
+from batchrl.replay import RandomStream, UniformReplay
 
 
 class SAC(OffPolicy):
@@ -51,37 +50,15 @@ class SAC(OffPolicy):
 
     @classmethod
     def check_config(cls, config) -> None:
-        cfg = config.sac
-        check_choice("sac.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
-        check_range(
-            cfg,
-            "sac",
+        cls.check_sections(
+            config,
             {
-                "buffer_size": (lambda x: x >= 1, ">= 1"),
-                "batch_size": (lambda x: x >= 1, ">= 1"),
-                "learning_starts": (lambda x: x >= 0, ">= 0"),
-                "train_freq": (lambda x: x >= 1, ">= 1 (batched steps)"),
-                "gradient_steps": (lambda x: x >= 1, ">= 1"),
-                "learning_rate": (lambda x: x > 0, "> 0"),
-                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-                "n_step": (lambda x: x >= 1, ">= 1"),
-                "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
                 "target_update_interval": (lambda x: x >= 1, ">= 1 (gradient steps)"),
                 "ent_coef": (_is_auto_or_positive, "auto (or ~) or a number > 0"),
                 "ent_coef_init": (lambda x: x > 0, "> 0"),
                 "target_entropy": (_is_auto_or_number, "auto (or ~) or a number"),
             },
         )
-        if cfg.batch_size > cfg.buffer_size:
-            raise ConfigError(
-                f"sac.batch_size={cfg.batch_size} must be at most sac.buffer_size="
-                f"{cfg.buffer_size}."
-            )
-        if config.env.num_envs > cfg.buffer_size:
-            raise ConfigError(
-                f"env.num_envs={config.env.num_envs} must be at most sac.buffer_size="
-                f"{cfg.buffer_size}: each step adds one transition per environment."
-            )
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates the actor, the twin critics and their targets, the optimizers and buffers.
