@@ -42,7 +42,7 @@ from batchrl.scripts import train as train_script
             "needs ppo.update_mode='steps'",
         ),
         (["--config=debug", "--set", "runner.name=threads"], "needs an algorithm with a behaviour"),
-        (["--config=debug", "--set", "algorithm.name=sac"], "'ppo'"),
+        (["--config=debug", "--set", "algorithm.name=ppp"], "'ppo'"),
         (["--config=debug", "--set", "algorithm.name=nowhere:Agent"], "nowhere"),
         # Environments.
         (["--config=debug", "--set", "env.id=CartPol-v1"], "Did you mean CartPole-v1"),

@@ -175,7 +175,13 @@ def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
     assert sum(r >= 450 for r in returns) >= 4, returns
 
 
-def test_the_train_script_trains_dqn_with_summaries_export_and_videos(tmp_path, event_tags):
+def test_the_train_script_trains_dqn_with_summaries_export_and_videos(
+    tmp_path, event_tags, monkeypatch
+):
+    # visualize sets these in this process; later tests (MuJoCo's) must not inherit them.
+    for name in ("MUJOCO_GL", "SDL_VIDEODRIVER"):
+        monkeypatch.setenv(name, "")  # Records the value to restore, or its absence.
+        monkeypatch.delenv(name)
     logdir = tmp_path / "run"
     args = ["--config=cartpole_dqn", f"--logdir={logdir}", "--set", "train.total_steps=4096"]
     args += ["--set", "train.eval_every=2048", "--set", "dqn.learning_starts=256"]
