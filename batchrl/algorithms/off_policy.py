@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -12,7 +13,7 @@ from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import summary
 from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, checkpointing
+from batchrl.replay import NStep, checkpointing, transition_spec
 
 
 class OffPolicy(Algorithm, Policy, abc.ABC):
@@ -68,19 +69,22 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
                 f"{cfg.buffer_size}: each step adds one transition per environment."
             )
 
-    def make_buffers(self, cfg, batch_size: int, spec: dict, replay: tf.Module) -> None:
-        """Sets up the n-step window, the replay buffer `replay` and the counters.
+    def make_buffers(self, action: tf.TensorSpec, make_replay: Callable) -> None:
+        """Sets up the n-step window, the replay buffer and the counters.
+
+        Call it from the constructor once `_cfg` (the algorithm's config section: `n_step`,
+        `discount`, `checkpoint_replay`, `train_freq`, `gradient_steps`, `batch_size`,
+        `learning_starts`), `_batch_size` (B) and `_observ_shape` are set.
 
         Args:
-          cfg: the algorithm's config section (`n_step`, `discount`, `checkpoint_replay`,
-            `train_freq`, `gradient_steps`, `batch_size`, `learning_starts`).
-          batch_size: the number of agents B.
-          spec: the transition's spec, with "observ" and "action".
-          replay: a `UniformReplay` or `PrioritizedReplay` of `spec`.
+          action: the spec of one action as the buffer stores it (`stored_action`).
+          make_replay: builds the replay buffer (`UniformReplay` or `PrioritizedReplay`)
+            from the spec of one transition.
         """
-        self._cfg = cfg
-        self._batch_size = batch_size
-        n_step = NStep(cfg.n_step, cfg.discount, batch_size, spec)
+        cfg = self._cfg
+        spec = transition_spec(tf.TensorSpec(self._observ_shape, tf.float32), action)
+        replay = make_replay(spec)
+        n_step = NStep(cfg.n_step, cfg.discount, self._batch_size, spec)
         self._buffers = Untracked({"n_step": n_step, "replay": replay})
         if checkpointing.saves_buffers(cfg.checkpoint_replay, [n_step, replay]):
             self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.

@@ -12,7 +12,7 @@ targets live in the algorithms; spreading actors and a shared buffer over proces
 lives in the runners.
 """
 
-from batchrl.replay.n_step import NStep, n_step_returns
+from batchrl.replay.n_step import NStep, n_step_returns, transition_spec
 from batchrl.replay.prioritized import PrioritizedReplay
 from batchrl.replay.random_stream import RandomStream
 from batchrl.replay.ring import Ring
@@ -27,4 +27,5 @@ __all__ = [
     "SumTree",
     "UniformReplay",
     "n_step_returns",
+    "transition_spec",
 ]

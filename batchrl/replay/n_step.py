@@ -61,6 +61,26 @@ def n_step_returns(
     )
 
 
+def transition_spec(observ: Any, action: Any) -> dict[str, Any]:
+    """The spec of one transition as `NStep.push` emits it, for the replay buffer.
+
+    Args:
+      observ: the spec (nested structure of `tf.TensorSpec`) of one observation.
+      action: the spec of one action.
+
+    Returns:
+      {"observ", "action", "reward", "discount", "next_observ"}.
+    """
+    scalar = tf.TensorSpec([], tf.float32)
+    return {
+        "observ": observ,
+        "action": action,
+        "reward": scalar,
+        "discount": scalar,
+        "next_observ": observ,
+    }
+
+
 class NStep(tf.Module):
     """Turns the steps of B agents, pushed together, into n-step transitions.
 

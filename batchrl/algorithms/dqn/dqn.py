@@ -105,20 +105,13 @@ class DQN(OffPolicy):
         self.optimizer = optimizers.Adam(cfg.learning_rate)
         self.optimizer.build(self.q.trainable_variables)
 
-        spec = {
-            "observ": tf.TensorSpec(self._observ_shape, tf.float32),
-            "action": tf.TensorSpec([], tf.int32),
-            "reward": tf.TensorSpec([], tf.float32),
-            "discount": tf.TensorSpec([], tf.float32),
-            "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
-        }
-        if cfg.prioritized:
-            replay = PrioritizedReplay(
-                cfg.buffer_size, spec, cfg.priority_alpha, cfg.priority_epsilon, seed=seed
-            )
-        else:
-            replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self.make_buffers(cfg, self._batch_size, spec, replay)
+        def make_replay(spec):
+            if cfg.prioritized:
+                alpha, epsilon = cfg.priority_alpha, cfg.priority_epsilon
+                return PrioritizedReplay(cfg.buffer_size, spec, alpha, epsilon, seed=seed)
+            return UniformReplay(cfg.buffer_size, spec, seed=seed)
+
+        self.make_buffers(tf.TensorSpec([], tf.int32), make_replay)
         # The environment step of the target network's last copy.
         self._last_target_update = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="last_target_update"

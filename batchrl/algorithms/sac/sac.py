@@ -127,15 +127,8 @@ class SAC(OffPolicy):
         else:
             self.log_alpha = tf.constant(np.log(float(cfg.ent_coef)), tf.float32)
 
-        spec = {
-            "observ": tf.TensorSpec(self._observ_shape, tf.float32),
-            "action": tf.TensorSpec([size], tf.float32),  # In [-1, 1].
-            "reward": tf.TensorSpec([], tf.float32),
-            "discount": tf.TensorSpec([], tf.float32),
-            "next_observ": tf.TensorSpec(self._observ_shape, tf.float32),
-        }
-        replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
-        self.make_buffers(cfg, self._batch_size, spec, replay)
+        action = tf.TensorSpec([size], tf.float32)  # In [-1, 1] (`stored_action`).
+        self.make_buffers(action, lambda spec: UniformReplay(cfg.buffer_size, spec, seed=seed))
 
     # Act.
 
