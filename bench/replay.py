@@ -135,9 +135,7 @@ def rate(call, seconds: float) -> float:
 def fill(buffer, capacity, rng, chunk=50_000):
     for start in range(0, capacity, chunk):
         size = min(chunk, capacity - start)
-        buffer.add(batch(rng, size)) if isinstance(buffer, NumpyPrioritized) else buffer.add(
-            {k: tf.constant(v) for k, v in batch(rng, size).items()}
-        )
+        buffer.add(batch(rng, size))  # Numpy arrays; batchrl's buffers convert them.
 
 
 MEMORY = """

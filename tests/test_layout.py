@@ -216,8 +216,7 @@ def test_what_environment_workers_import_loads_no_tensorflow():
         "from batchrl.testing import MockEnvironment\n"
         "assert 'tensorflow' not in sys.modules, 'a worker-side module loads TensorFlow'\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert_runs(code)
 
 
 def test_the_face_exports_the_pipeline_lazily():
@@ -239,5 +238,10 @@ def test_the_face_exports_the_pipeline_lazily():
         "else:\n"
         "    raise AssertionError('no error for a name batchrl lacks')\n"
     )
+    assert_runs(code)
+
+
+def assert_runs(code: str) -> None:
+    """Runs `code` in a fresh interpreter; fails with its error output unless it exits 0."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
