@@ -16,9 +16,12 @@ action, a reward and a discount. Methods, interleaved over `--repeats` rounds:
 - `graph`: `batchrl.replay.PrioritizedReplay`, the iteration as one `tf.function` call.
 - `xla`: the same call compiled by XLA.
 
-Then the resident memory of a full 1M-transition `UniformReplay` of HalfCheetah-v5
-transitions, measured in a fresh process as the growth of its resident set while the
-buffer is made and filled. Ratios are numpy's seconds per iteration over each method's.
+Then the resident memory of full 1M-slot buffers of HalfCheetah-v5 transitions, each
+measured in a fresh process as the growth of its resident set while the buffer is made
+and filled: `UniformReplay` (whole transitions, each observation twice) and `StepReplay`
+(each observation once, as DQN and SAC keep them by default), the latter filled by
+pushing the steps of 100 agents whose episodes end every 1,000 steps, as HalfCheetah's
+do. Ratios are numpy's seconds per iteration over each method's.
 """
 
 from __future__ import annotations
@@ -143,24 +146,46 @@ import os, resource, sys
 import numpy as np, psutil, tensorflow as tf
 sys.path.insert(0, {bench!r})
 from replay import batch, spec
-from batchrl.replay import UniformReplay
+from batchrl.replay import StepReplay, UniformReplay
 process = psutil.Process()
 before = process.memory_info().rss
-buffer = UniformReplay({capacity}, spec())
-rng = np.random.default_rng(0)
-add = tf.function(buffer.add)
-for start in range(0, {capacity}, 50_000):
-    add({{k: tf.constant(v) for k, v in batch(rng, min(50_000, {capacity} - start)).items()}})
+if {kind!r} == "uniform":
+    buffer = UniformReplay({capacity}, spec())
+    rng = np.random.default_rng(0)
+    add = tf.function(buffer.add)
+    for start in range(0, {capacity}, 50_000):
+        add({{k: tf.constant(v) for k, v in batch(rng, min(50_000, {capacity} - start)).items()}})
+else:
+    agents = 100
+    observ = tf.TensorSpec([17], tf.float32)
+    buffer = StepReplay({capacity}, observ, tf.TensorSpec([6], tf.float32), agents, 1, 0.99)
+
+    def step(count):
+        ended = tf.fill([agents], count % 1000 == 999)
+        values = tf.random.stateless_normal([agents, 17 + 6 + 1 + 17], [0, count])
+        buffer.push(values[:, :17], values[:, 17:23], values[:, 23], ended & False, ended,
+                    values[:, 24:])
+        return count + 1
+
+    @tf.function(autograph=False)  # Source given with -c: no AutoGraph.
+    def push(first):
+        tf.while_loop(lambda count: count < first + 1000, step, [first])
+
+    for first in range(0, {capacity} // agents, 1000):
+        push(tf.constant(first))
 after = process.memory_info().rss
 held = sum(v.shape.num_elements() * v.dtype.size for v in buffer.variables)
 print(after - before, held, int(buffer.size()))
 """
 
 
-def memory(capacity: int) -> dict:
-    code = MEMORY.format(bench=os.path.dirname(os.path.abspath(__file__)), capacity=capacity)
+def memory(capacity: int, kind: str) -> dict:
+    """The resident growth of a full buffer, `kind` "uniform" (`UniformReplay`) or "step"
+    (`StepReplay`), made and filled in a fresh process."""
+    bench = os.path.dirname(os.path.abspath(__file__))
+    code = MEMORY.format(bench=bench, capacity=capacity, kind=kind)
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900
     )
     grown, held, size = map(int, result.stdout.split())
     return {"resident_growth_bytes": grown, "variable_bytes": held, "transitions": size}
@@ -193,7 +218,7 @@ def main(argv=None):
         for name, call in calls.items():
             seconds[name].append(rate(call, args.seconds))
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    mem = memory(args.capacity)
+    mem = {kind: memory(args.capacity, kind) for kind in ("uniform", "step")}
     print(
         f"Prioritized replay, capacity {args.capacity:,}, batch {args.batch}: add + sample + "
         "priority update per iteration, median of "
@@ -203,11 +228,15 @@ def main(argv=None):
     print("|---|---:|---:|")
     for name, value in median.items():
         print(f"| {name} | {value * 1e6:,.0f} | {median['numpy'] / value:.2f}x |")
-    print(
-        f"\nA full UniformReplay of {mem['transitions']:,} HalfCheetah-v5 transitions: "
-        f"{mem['variable_bytes'] / 2**20:,.0f} MiB of variables, resident set grew "
-        f"{mem['resident_growth_bytes'] / 2**20:,.0f} MiB."
-    )
+    print("\nFull buffers of HalfCheetah-v5 transitions:\n")
+    print("| buffer | transitions held | variables (MiB) | resident growth (MiB) |")
+    print("|---|---:|---:|---:|")
+    for kind, name in (("uniform", "UniformReplay"), ("step", "StepReplay (DQN, SAC)")):
+        m = mem[kind]
+        print(
+            f"| {name} | {m['transitions']:,} | {m['variable_bytes'] / 2**20:,.0f} | "
+            f"{m['resident_growth_bytes'] / 2**20:,.0f} |"
+        )
     info = {
         "cpu": platform.processor() or platform.machine(),
         "tensorflow": tf.__version__,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -13,22 +12,30 @@ from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import summary
 from batchrl.parts.untracked import Untracked
-from batchrl.replay import NStep, checkpointing, transition_spec
+from batchrl.replay import (
+    NStep,
+    PrioritizedReplay,
+    StepReplay,
+    UniformReplay,
+    checkpointing,
+    transition_spec,
+)
 
 
 class OffPolicy(Algorithm, Policy, abc.ABC):
     """An algorithm that learns from a replay buffer, driven by `simulate`.
 
-    `experience` pushes the B transitions of a step through an n-step window (`NStep`)
-    into the replay buffer in one write. `simulate` calls `update` every `train_freq`
+    `experience` writes the B steps of a step into the replay buffer, which turns them
+    into n-step transitions (`StepReplay`, or `NStep` before a buffer of whole
+    transitions). `simulate` calls `update` every `train_freq`
     batched steps (`steps_to_update`); once the buffer holds `learning_starts`
     transitions (and a batch), it runs `before_learning` and `gradient_steps` calls of
     `gradient_step` in one `tf.while_loop`, and writes the means of their metrics and
     `summary_values()` as the scalars `<config_section>/<name>`. A subclass reads its keys
     from `config[config_section]`, calls `make_buffers` in its constructor, and writes
-    `stored_action`, `gradient_step` and, if it needs them, `before_learning` and
-    `summary_values`. `METRICS` name what `gradient_step` returns; `SUMMARIES` every
-    scalar written (the metrics first).
+    `stored_action`, `gradient_step` (which draws its batch with `sample`) and, if it
+    needs them, `before_learning` and `summary_values`. `METRICS` name what
+    `gradient_step` returns; `SUMMARIES` every scalar written (the metrics first).
     """
 
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
@@ -46,6 +53,7 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
         "n_step": (lambda x: x >= 1, ">= 1"),
         "tau": (lambda x: 0 < x <= 1, "in (0, 1]"),
     }
+    OBSERV_DTYPES = ("float32", "uint8")
 
     @classmethod
     def check_sections(cls, config, ranges: dict) -> None:
@@ -57,6 +65,7 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
         name = cls.config_section
         cfg = config[name]
         check_choice(f"{name}.checkpoint_replay", cfg.checkpoint_replay, checkpointing.CHOICES)
+        check_choice(f"{name}.observ_dtype", cfg.observ_dtype, cls.OBSERV_DTYPES)
         check_range(cfg, name, {**cls.RANGES, **ranges})
         if cfg.batch_size > cfg.buffer_size:
             raise ConfigError(
@@ -68,26 +77,51 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
                 f"env.num_envs={config.env.num_envs} must be at most {name}.buffer_size="
                 f"{cfg.buffer_size}: each step adds one transition per environment."
             )
+        least = config.env.num_envs * (2 * cfg.n_step + 2)
+        if cfg.compact_replay and cfg.buffer_size < least:
+            raise ConfigError(
+                f"{name}.buffer_size={cfg.buffer_size} must be at least env.num_envs * "
+                f"(2 * {name}.n_step + 2) = {least} with {name}.compact_replay: each "
+                "environment gets a column of buffer_size / num_envs slots."
+            )
 
-    def make_buffers(self, action: tf.TensorSpec, make_replay: Callable) -> None:
-        """Sets up the n-step window, the replay buffer and the counters.
+    def make_buffers(self, action: tf.TensorSpec, seed: int, prioritized: bool = False) -> None:
+        """Sets up the replay buffer (with its n-step window) and the counters.
 
         Call it from the constructor once `_cfg` (the algorithm's config section: `n_step`,
-        `discount`, `checkpoint_replay`, `train_freq`, `gradient_steps`, `batch_size`,
-        `learning_starts`), `_batch_size` (B) and `_observ_shape` are set.
+        `discount`, `buffer_size`, `compact_replay`, `observ_dtype`, `checkpoint_replay`,
+        the schedule's keys and, with `prioritized`, `priority_alpha` and
+        `priority_epsilon`), `_batch_size` (B) and `_observ_shape` are set.
+
+        With `compact_replay` the buffer is a `StepReplay`, which stores each observation
+        once; otherwise an `NStep` window feeding a `UniformReplay` or `PrioritizedReplay`
+        of whole transitions. Both sample the same transitions, the same way.
 
         Args:
           action: the spec of one action as the buffer stores it (`stored_action`).
-          make_replay: builds the replay buffer (`UniformReplay` or `PrioritizedReplay`)
-            from the spec of one transition.
+          seed: the seed of the buffer's sampling.
+          prioritized: sample by priority (Schaul et al. 2016) rather than uniformly.
         """
         cfg = self._cfg
-        spec = transition_spec(tf.TensorSpec(self._observ_shape, tf.float32), action)
-        replay = make_replay(spec)
-        n_step = NStep(cfg.n_step, cfg.discount, self._batch_size, spec)
-        self._buffers = Untracked({"n_step": n_step, "replay": replay})
-        if checkpointing.saves_buffers(cfg.checkpoint_replay, [n_step, replay]):
-            self.replay_state = {"n_step": n_step, "replay": replay}  # What checkpoints save.
+        observ = tf.TensorSpec(self._observ_shape, tf.as_dtype(cfg.observ_dtype))
+        priority = (cfg.priority_alpha, cfg.priority_epsilon) if prioritized else ()
+        if cfg.compact_replay:
+            replay = StepReplay(
+                cfg.buffer_size, observ, action, self._batch_size, cfg.n_step, cfg.discount,
+                prioritized, *priority, seed=seed,
+            )  # fmt: skip
+            buffers = {"replay": replay}
+        else:
+            spec = transition_spec(observ, action)
+            if prioritized:
+                replay = PrioritizedReplay(cfg.buffer_size, spec, *priority, seed=seed)
+            else:
+                replay = UniformReplay(cfg.buffer_size, spec, seed=seed)
+            n_step = NStep(cfg.n_step, cfg.discount, self._batch_size, spec)
+            buffers = {"n_step": n_step, "replay": replay}
+        self._buffers = Untracked(buffers)
+        if checkpointing.saves_buffers(cfg.checkpoint_replay, list(buffers.values())):
+            self.replay_state = dict(buffers)  # What checkpoints save.
         # Environment steps this algorithm has seen (schedules follow it within a training
         # call), batched steps since the last update, and gradient steps.
         self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
@@ -98,12 +132,16 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
 
     @property
     def replay(self):
-        """The replay buffer (`UniformReplay` or `PrioritizedReplay`)."""
+        """The replay buffer: `StepReplay`, `UniformReplay` or `PrioritizedReplay`."""
         return self._buffers.variables["replay"]
 
-    @property
-    def n_step(self) -> NStep:
-        return self._buffers.variables["n_step"]
+    def sample(self, beta: float | tf.Tensor = 0.0) -> tuple[tf.Tensor, tf.Tensor, dict]:
+        """A batch of `batch_size` transitions: indices, importance weights and the
+        transitions, their observations float32 whatever dtype the buffer keeps."""
+        indices, weights, batch = self.replay.sample(self._cfg.batch_size, beta)
+        for key in ("observ", "next_observ"):
+            batch[key] = tf.cast(batch[key], tf.float32)
+        return indices, weights, batch
 
     # Store.
 
@@ -113,22 +151,30 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del agent_indices  # `simulate` passes every agent, in order, at every step.
-        valid, transition = self.n_step.push(
-            tf.cast(observ, tf.float32),
+        dtype = tf.as_dtype(self._cfg.observ_dtype)
+        step = (
+            tf.cast(observ, dtype),
             self.stored_action(action),
             reward,
             terminated,
             truncated,
-            tf.cast(next_observ, tf.float32),
+            tf.cast(next_observ, dtype),
         )
+        if self._cfg.compact_replay:
+            self.replay.push(*step)  # Writes past its columns where a step makes none.
+        else:
+            self._push_and_add(step)
+        self._since_update.assign_add(1)
+        self.env_steps.assign_add(self._batch_size)
+
+    def _push_and_add(self, step):
+        valid, transition = self._buffers.variables["n_step"].push(*step)
         if self._cfg.n_step == 1:
             self.replay.add(transition)
         else:
             # The first n - 1 steps of a run finish no window; after them every step does.
             # (Under XLA a write inside tf.cond copies the whole buffer at every step.)
             tf.cond(valid[0], lambda: self._add(transition), lambda: None)
-        self._since_update.assign_add(1)
-        self.env_steps.assign_add(self._batch_size)
 
     def _add(self, transition):
         self.replay.add(transition)
@@ -149,7 +195,8 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
     def update(self):
         self._since_update.assign(0)
         cfg = self._cfg
-        needed = max(cfg.batch_size, min(cfg.learning_starts, self.replay.capacity))
+        # A full StepReplay holds fewer transitions than its capacity (`StepReplay`).
+        needed = min(max(cfg.batch_size, cfg.learning_starts), self.replay.capacity // 2)
         tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
 
     def _learn(self):

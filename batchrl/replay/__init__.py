@@ -7,8 +7,10 @@
 come from a checkpointed `RandomStream`, and everything works eagerly, in `tf.function`
 and under XLA, and survives `tf.train.Checkpoint`. `NStep` turns the steps of B agents
 into n-step transitions before they are added, and `n_step_returns` computes the same
-returns over a [T, B] block. What to sample when, schedules of beta and the learners'
-targets live in the algorithms; spreading actors and a shared buffer over processes
+returns over a [T, B] block. `StepReplay` is both in one, for the B agents of `simulate`:
+it stores each observation once (the next one is the following slot's) and samples
+uniformly or by priority, with the same `sample` and `update_priorities`. What to sample
+when, schedules of beta and the learners' targets live in the algorithms; spreading actors and a shared buffer over processes
 lives in the runners.
 """
 
@@ -16,6 +18,7 @@ from batchrl.replay.n_step import NStep, n_step_returns, transition_spec
 from batchrl.replay.prioritized import PrioritizedReplay
 from batchrl.replay.random_stream import RandomStream
 from batchrl.replay.ring import Ring
+from batchrl.replay.step_replay import StepReplay
 from batchrl.replay.sum_tree import SumTree
 from batchrl.replay.uniform import UniformReplay
 
@@ -24,6 +27,7 @@ __all__ = [
     "PrioritizedReplay",
     "RandomStream",
     "Ring",
+    "StepReplay",
     "SumTree",
     "UniformReplay",
     "n_step_returns",

@@ -11,7 +11,7 @@ from batchrl.config import ConfigError
 from batchrl.networks import MLP
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.replay import PrioritizedReplay, RandomStream, UniformReplay
+from batchrl.replay import RandomStream
 
 
 class DQN(OffPolicy):
@@ -105,13 +105,7 @@ class DQN(OffPolicy):
         self.optimizer = optimizers.Adam(cfg.learning_rate)
         self.optimizer.build(self.q.trainable_variables)
 
-        def make_replay(spec):
-            if cfg.prioritized:
-                alpha, epsilon = cfg.priority_alpha, cfg.priority_epsilon
-                return PrioritizedReplay(cfg.buffer_size, spec, alpha, epsilon, seed=seed)
-            return UniformReplay(cfg.buffer_size, spec, seed=seed)
-
-        self.make_buffers(tf.TensorSpec([], tf.int32), make_replay)
+        self.make_buffers(tf.TensorSpec([], tf.int32), seed, cfg.prioritized)
         # The environment step of the target network's last copy.
         self._last_target_update = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="last_target_update"
@@ -141,7 +135,7 @@ class DQN(OffPolicy):
 
     def gradient_step(self) -> dict[str, tf.Tensor]:
         cfg = self._cfg
-        indices, weights, batch = self.replay.sample(cfg.batch_size, self._beta())
+        indices, weights, batch = self.sample(self._beta())
         next_q_target = self._q_values(self.target_q, batch["next_observ"])  # [N, A]
         if cfg.double:
             next_q_online = self._q_values(self.q, batch["next_observ"])  # [N, A]
@@ -200,7 +194,7 @@ class DQN(OffPolicy):
         }
 
     def _max_priority(self):
-        if isinstance(self.replay, PrioritizedReplay):
+        if self._cfg.prioritized:
             return tf.cast(self.replay.max_priority(), tf.float32)
         return tf.constant(1.0)
 

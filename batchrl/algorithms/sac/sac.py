@@ -12,7 +12,7 @@ from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
 from batchrl.config import ConfigError
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
-from batchrl.replay import RandomStream, UniformReplay
+from batchrl.replay import RandomStream
 
 
 class SAC(OffPolicy):
@@ -128,7 +128,7 @@ class SAC(OffPolicy):
             self.log_alpha = tf.constant(np.log(float(cfg.ent_coef)), tf.float32)
 
         action = tf.TensorSpec([size], tf.float32)  # In [-1, 1] (`stored_action`).
-        self.make_buffers(action, lambda spec: UniformReplay(cfg.buffer_size, spec, seed=seed))
+        self.make_buffers(action, seed)
 
     # Act.
 
@@ -148,7 +148,7 @@ class SAC(OffPolicy):
 
     def gradient_step(self) -> dict[str, tf.Tensor]:
         cfg = self._cfg
-        _, _, batch = self.replay.sample(cfg.batch_size)
+        _, _, batch = self.sample()
         draw = self.noise.uniform([4, cfg.batch_size, self._action_size])  # [4, N, A]
         noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A], at s
         next_noise = utility.normal_from_uniforms(draw[2], draw[3])  # [N, A], at s'

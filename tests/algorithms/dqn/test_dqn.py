@@ -95,11 +95,14 @@ def test_epsilon_falls_with_the_algorithms_own_steps():
         ("dqn.discount=1.5", "dqn.discount"),
         ("dqn.checkpoint_replay=sometimes", "dqn.checkpoint_replay"),
         ("dqn.batch_size=200000", "dqn.batch_size"),
+        ("dqn.observ_dtype=int8", "dqn.observ_dtype"),
+        # 8 environments, n_step 3: columns of 2 n + 2 = 8 slots need buffer_size 64.
+        ("dqn.buffer_size=63", r"dqn.buffer_size=63 must be at least .* = 64 with dqn.compact"),
     ],
 )
 def test_bad_values_are_refused_at_config_load(override, key):
     with pytest.raises(ConfigError, match=key):
-        load_run_config("cartpole_dqn", [override])
+        load_run_config("cartpole_dqn", ["dqn.n_step=3", "dqn.batch_size=8", override])
 
 
 def test_continuous_actions_are_refused_at_construction():
@@ -108,12 +111,13 @@ def test_continuous_actions_are_refused_at_construction():
         DQN(make_tf_env("Pendulum-v1", 2), config)
 
 
-@pytest.mark.parametrize("prioritized", [False, True])
-def test_an_update_in_graph_mode_and_under_xla_gives_the_same_network(prioritized):
+@pytest.mark.parametrize("prioritized, compact", [(False, True), (True, True), (True, False)])
+def test_an_update_in_graph_mode_and_under_xla_gives_the_same_network(prioritized, compact):
     # The same experience in both (graph mode; the environments' resets draw other floats
     # under XLA), then one update of 4 gradient steps with each.
     overrides = ["dqn.train_freq=1000", "dqn.gradient_steps=4", "dqn.learning_starts=32"]
     overrides += [f"dqn.prioritized={str(prioritized).lower()}", "dqn.n_step=2"]
+    overrides += [f"dqn.compact_replay={str(compact).lower()}"]
     overrides += ["dqn.dueling=true", "dqn.tau=0.5"]
     results = []
     for jit_compile in (False, True):

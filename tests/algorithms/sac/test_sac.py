@@ -173,10 +173,13 @@ def test_auto_target_entropy_is_minus_the_action_dimensions():
         ("sac.target_entropy=high", "sac.target_entropy"),
         ("sac.checkpoint_replay=sometimes", "sac.checkpoint_replay"),
         ("sac.buffer_size=4", "env.num_envs"),
+        ("sac.observ_dtype=float64", "sac.observ_dtype"),
+        ("sac.buffer_size=31", "sac.compact_replay"),  # 8 columns of at least 4 slots.
     ],
 )
 def test_bad_values_are_refused_at_config_load(override, key):
-    overrides = ["env.num_envs=8", "sac.batch_size=2"] if key == "env.num_envs" else []
+    several = key in ("env.num_envs", "sac.compact_replay")
+    overrides = ["env.num_envs=8", "sac.batch_size=2"] if several else []
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_run_config("pendulum_sac", [*overrides, override])
 
