@@ -1,4 +1,4 @@
-"""The ray runner on a real two-node loopback cluster: IMPALA actors, ES workers, faults."""
+"""The ray runner on a real two-node loopback cluster: IMPALA actors, PPO samplers, ES workers."""
 
 import functools
 import logging
@@ -11,11 +11,11 @@ import psutil
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms import IMPALA
+from batchrl.algorithms import IMPALA, PPO
 from batchrl.algorithms.es import ES, GenerationTrainer
 from batchrl.config import ConfigError, load_run_config
-from batchrl.runners import train
-from batchrl.tools.environments import EnvSpaces, make_batch_env
+from batchrl.runners import LocalTrainer, train
+from batchrl.tools.environments import EnvSpaces, make_batch_env, make_in_graph_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
@@ -24,8 +24,10 @@ pytest.importorskip("ray")
 from batchrl.runners.ray import (  # noqa: E402
     RayActorLearner,
     RayPopulation,
+    RaySamplers,
     make_behaviour_policy,
     merge_statistics,
+    samplers,  # noqa: E402
 )
 
 # The processes of every IMPALA actor the tests saw, checked to be gone after close.
@@ -315,3 +317,50 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
         assert actors.restarts == 2  # Not ray.max_actor_restarts=10.
     finally:
         actors.close()
+
+
+def ppo_state(algo):
+    """What PPO learns and carries from update to update, by name."""
+    state = {v.name + str(i): v for i, v in enumerate(algo.trainable_variables)}
+    state.update({f"optimizer/{i}": v for i, v in enumerate(algo.optimizer.variables)})
+    for normalizer in algo.statistics():
+        state.update({f"{normalizer.name}/{v.name}": v for v in normalizer.variables})
+    state["rng"] = algo.rng.state
+    return {name: value.numpy() for name, value in state.items()}
+
+
+def test_ppo_on_one_ray_actor_equals_local_ppo(ray_cluster, monkeypatch):
+    """One sampler actor, 4 updates of PPO on CartPole (2 environments, T=16, observations
+    and rewards normalized): the rollouts, and the parameters, Adam's moments, the
+    normalizers' statistics and the random stream after every update, are bitwise those
+    of the local runner for the same seeds."""
+    config = load_run_config("debug", ["env.id=CartPole-v1", "runner.name=ray"])
+    assert config.ppo.normalize_observ and config.ppo.normalize_reward
+    env = make_in_graph_env(config.env, 2, seed=7)
+    local = PPO(env, config, seed=0)
+    remote = PPO(EnvSpaces(config.env, 2), config, seed=0)
+    for mine, theirs in zip(remote.trainable_variables, local.trainable_variables, strict=True):
+        mine.assign(theirs)
+    rollouts = []
+    concatenate = samplers.concatenate
+    monkeypatch.setattr(
+        samplers, "concatenate", lambda parts: rollouts.append(parts) or concatenate(parts)
+    )
+    trainer = LocalTrainer(config, local, env)
+    with RaySamplers(config, remote, 1, rollout_length=16, seed=7, timeout=180) as runner:
+        (pid,), _ = actor_info(runner.actors)
+        for update in range(4):
+            local_steps, local_stats = trainer.step()
+            steps, stats = runner.step()
+            assert steps == local_steps == 32
+            assert stats["episodes"] == int(local_stats["episodes"])
+            (rollout,) = rollouts[update]
+            for key, value in local.rollout.read().items():
+                np.testing.assert_array_equal(rollout[key], value.numpy(), err_msg=key)
+            want, got = ppo_state(local), ppo_state(remote)
+            assert want.keys() == got.keys()
+            for name in want:
+                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert int(remote.optimizer.iterations) == 4 * 2 * 2  # Updates x epochs x minibatches.
+    assert not wait_gone([pid])
+    env.close()
