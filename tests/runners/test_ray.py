@@ -18,6 +18,7 @@ from batchrl.runners import LocalTrainer, train
 from batchrl.scripts import train as train_script
 from batchrl.tools.environments import EnvSpaces, make_batch_env, make_in_graph_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
+from tests.runners.conftest import REPO
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
 pytest.importorskip("ray")
@@ -367,6 +368,31 @@ def test_ppo_on_one_ray_actor_equals_local_ppo(ray_cluster, monkeypatch):
     env.close()
 
 
+# What only the local run's algorithm holds: its acting buffers, which a Sampler's copy holds
+# on Ray (the last rollout, the latest action, each environment's discounted return).
+ACTING_BUFFERS = ("algo/rollout/data/", "algo/_last_", "algo/_discounted_return/")
+
+
+@pytest.mark.slow  # Two runs: 15 to 30 s.
+def test_a_train_run_on_one_ray_actor_checkpoints_what_the_local_run_does(ray_cluster, tmp_path):
+    """`train` with runner ray and one actor, 4 updates and 2 evaluations: every tensor of
+    its checkpoint but the acting buffers is bitwise that of the local runner's run."""
+    common = ["env.id=CartPole-v1", "train.total_steps=128", "train.eval_every=64"]
+    train(load_run_config("debug", common), tmp_path / "local", progress=quiet)
+    ray_run = ["runner.name=ray", "ray.num_actors=1", "ray.cpus_per_actor=0.5"]
+    train(load_run_config("debug", [*common, *ray_run]), tmp_path / "ray", progress=quiet)
+    local, remote = (
+        tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / run / "checkpoints")))
+        for run in ("local", "ray")
+    )
+    keys = [key for key in local.get_variable_to_shape_map() if "OBJECT_GRAPH" not in key]
+    compared = [key for key in keys if not key.startswith(ACTING_BUFFERS)]
+    assert len(compared) > 30 and "step/.ATTRIBUTES/VARIABLE_VALUE" in compared
+    for key in compared:
+        np.testing.assert_array_equal(remote.get_tensor(key), local.get_tensor(key), err_msg=key)
+    assert int(remote.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 128
+
+
 def test_ppo_samplers_on_two_nodes_seed_apart_and_learn_on_all_rollouts(ray_cluster):
     """Two actors of 2 environments: one on each node; the learner's batch is [T, 2 + 2]
     of different episodes, and its observation statistics count every step of both."""
@@ -463,7 +489,7 @@ def test_ppo_on_ray_refuses_updates_after_episodes():
 
 
 @pytest.mark.slow
-def test_sigterm_on_a_ppo_ray_run_saves_and_leaves_no_process(tmp_path):
+def test_sigterm_on_a_ppo_ray_run_saves_and_leaves_no_process(tmp_path, monkeypatch):
     """PPO with 2 sampler actors whose environments are worker processes, in a run that
     starts its own Ray: SIGTERM saves a checkpoint, and every process under it is gone."""
     logdir = tmp_path / "run"
@@ -472,6 +498,8 @@ def test_sigterm_on_a_ppo_ray_run_saves_and_leaves_no_process(tmp_path):
         extra=["runner.name=ray", "ray.num_actors=2", "ray.cpus_per_actor=0.5"],
         preset="debug",
     )
+    # The script and its Ray workers import this checkout's batchrl, not an installed one.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
     process = run_script(tmp_path, code)
     try:
         wait_for_progress(process, 3)
