@@ -208,6 +208,44 @@ class Learner(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} has no behaviour policy for actors.")
 
 
+class RolloutLearner(abc.ABC):
+    """An on-policy algorithm whose rollouts copies of it collect elsewhere (runner ray).
+
+    Each sampler actor builds a copy of the algorithm from the same config for its own
+    B_i environments. For every update the runner drives them so:
+
+        shared = ([v.numpy() for v in learner.acting_variables()],
+                  [n.variables for n in learner.statistics()], learner.rng.state)
+        # in actor i, with the copy:
+        load shared into copy (its random stream keyed apart for i > 0)
+        simulate(env_i, copy's perform, experience and episodes only, T steps)
+        rollout_i = copy.take_rollout()                     # [T, B_i, ...]
+        # back in the learner:
+        merge the copies' statistics into learner.statistics()
+        learner.rng.reset(actor 0's state)
+        learner.learn(rollouts concatenated along B)        # [T, sum B_i, ...]
+
+    With one actor this is the algorithm's own loop of collecting and `update`.
+    """
+
+    @abc.abstractmethod
+    def acting_variables(self) -> list[tf.Variable]:
+        """The variables `perform` reads that learning changes, in a fixed order."""
+
+    @abc.abstractmethod
+    def statistics(self) -> list:
+        """The `StreamingNormalizer`s that `experience` updates (observations, rewards)."""
+
+    @property
+    @abc.abstractmethod
+    def rng(self) -> tf.random.Generator:
+        """The random stream of acting (and of learning, e.g. shuffling)."""
+
+    @abc.abstractmethod
+    def take_rollout(self) -> dict[str, tf.Tensor]:
+        """The full rollout [T, B, ...] as `learn` takes it; the next one starts empty."""
+
+
 class Trainer(abc.ABC):
     """One unit of training work per call, however it is spread (a runner).
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from batchrl.algorithms.ppo import utility
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
-from batchrl.core import Algorithm, Learner, Policy
+from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
 from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
@@ -29,7 +29,7 @@ SUMMARIES = METRICS + (
 )
 
 
-class PPO(Algorithm, Learner, Policy):
+class PPO(Algorithm, Learner, Policy, RolloutLearner):
     """Proximal policy optimization for a batch of environments, driven by `simulate`.
 
     The algorithm reads like the papers (Schulman et al. 2017; Hafner et al. 2017):
@@ -272,16 +272,33 @@ class PPO(Algorithm, Learner, Policy):
 
     @tf.autograph.experimental.do_not_convert
     def update(self):
+        self.learn(self.take_rollout())
+
+    @tf.autograph.experimental.do_not_convert
+    def take_rollout(self) -> dict[str, tf.Tensor]:
+        """The full rollout [T, B, ...] (and the recurrent states it started from); clears it."""
         batch = self.rollout.read()
         if self.recurrent:
             batch["state"] = self._rollout_state.read_value()
-        self.learn(batch)
         self.rollout.clear()
+        return batch
 
     def _learn_episodes(self):
         batch, length = self.episodes.read(self.episodes.count)
         self.learn(dict(batch, length=length))
         self.episodes.clear()
+
+    # Collecting in sampler actors elsewhere (runner ray): see `RolloutLearner`.
+
+    def acting_variables(self) -> list[tf.Variable]:
+        return list(self.policy.variables) + list(self.head.variables)
+
+    def statistics(self) -> list[StreamingNormalizer]:
+        return [self.observ_normalizer, self.reward_scaler.normalizer]
+
+    @property
+    def rng(self) -> tf.random.Generator:
+        return self._rng
 
     # Advantages and update.
 

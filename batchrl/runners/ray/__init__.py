@@ -1,4 +1,4 @@
-"""The ray runner: IMPALA's actors or ES's workers are Ray actors, on one machine or a cluster.
+"""The ray runner: IMPALA's actors, PPO's samplers or ES's workers are Ray actors, anywhere.
 
 The only package that imports Ray; the registry imports it only for `runner.name: ray`.
 """
@@ -16,6 +16,7 @@ from batchrl.runners.ray.population import (  # noqa: E402
     RayPopulation,
     merge_statistics,
 )
+from batchrl.runners.ray.samplers import RaySamplers, Sampler  # noqa: E402
 from batchrl.runners.ray.trainer import RayTrainer  # noqa: E402
 
 __all__ = [
@@ -24,7 +25,9 @@ __all__ = [
     "PopulationWorker",
     "RayActorLearner",
     "RayPopulation",
+    "RaySamplers",
     "RayTrainer",
+    "Sampler",
     "connect",
     "make_behaviour_policy",
     "merge_statistics",

@@ -158,22 +158,58 @@ class Actors:
         self._replaced.add(index)
         return True
 
-    def wait(self, refs: list, what: str, deadline: float) -> list:
+    def wait(self, refs: list, what: str, deadline: float, actors=()) -> list:
         """The refs of `refs` that are ready, waiting until at least one is.
 
         Raises:
-          TimeoutError: none was ready by `deadline`; names `what` is awaited.
+          TimeoutError: none was ready by `deadline`; names `what` is awaited, and from
+            which of the `actors` (indices), if given.
         """
         while True:
             ready, _ = ray.wait(refs, num_returns=1, timeout=_WAIT_INTERVAL)
             if ready:
                 return ready
             if time.monotonic() > deadline:
+                source = "Ray actors"
+                if actors:
+                    indices = sorted(set(actors))
+                    noun = "actor" if len(indices) == 1 else "actors"
+                    source = f"Ray {noun} {', '.join(map(str, indices))}"
                 raise TimeoutError(
-                    f"No result from Ray actors for {self.timeout:.0f} s (ray.timeout) while "
+                    f"No result from {source} for {self.timeout:.0f} s (ray.timeout) while "
                     f"waiting for {what}; restarts so far: {self.restarts}. Are the actors "
                     "pending for want of CPUs (ray.cpus_per_actor), or a node lost?"
                 )
+
+    def gather(self, call: Callable[[int, object], object], what: str) -> list:
+        """`ray.get(call(index, handle))` for every actor, in index order.
+
+        An actor whose call fails is replaced (`replace`) and the replacement called again.
+
+        Raises:
+          RuntimeError: as `replace`.
+          TimeoutError: some actor gave no result for `timeout` seconds; names it.
+        """
+        calls = {}  # ObjectRef -> (actor index, handle)
+
+        def send(index: int) -> None:
+            handle = self.handles[index]
+            calls[call(index, handle)] = (index, handle)
+
+        for index in range(len(self.handles)):
+            send(index)
+        results = {}
+        deadline = time.monotonic() + self.timeout
+        while calls:
+            awaited = [index for index, _ in calls.values()]
+            for ref in self.wait(list(calls), what, deadline, awaited):
+                index, handle = calls.pop(ref)
+                try:
+                    results[index] = ray.get(ref)
+                except ray.exceptions.RayError as error:
+                    self.replace(index, handle, error)
+                    send(index)
+        return [results[index] for index in range(len(self.handles))]
 
     def close(self) -> None:
         """Kills the actors; their environment workers exit with them."""
@@ -205,3 +241,26 @@ def _raised(error: BaseException) -> str | None:
 def _first_line(error: BaseException) -> str:
     lines = _ANSI.sub("", str(error)).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def merge_episode_stats(parts: list[dict]) -> tuple[int, dict]:
+    """The environment steps and finished-episode statistics of several `simulate` calls.
+
+    Each part holds `steps`, `episodes`, `mean_return` and `mean_length` (NaN when none
+    ended), as `simulate` returns them; the means are weighted by the episodes.
+    """
+    episodes = np.array([float(part["episodes"]) for part in parts])
+    weights = episodes / max(episodes.sum(), 1.0)
+    if not episodes.sum():
+        mean_return = mean_length = float("nan")
+    else:
+        mean_return, mean_length = (
+            float(sum(w * float(p[key]) for w, p in zip(weights, parts) if w))
+            for key in ("mean_return", "mean_length")
+        )
+    stats = {
+        "episodes": int(episodes.sum()),
+        "mean_return": mean_return,
+        "mean_length": mean_length,
+    }
+    return int(sum(int(part["steps"]) for part in parts)), stats

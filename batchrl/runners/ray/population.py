@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -11,7 +10,7 @@ import ray
 
 from batchrl.config.run_config import algorithm_class
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import Actors, limit_threads
+from batchrl.runners.ray.actors import Actors, limit_threads, merge_episode_stats
 from batchrl.tools.environments import make_in_graph_env
 
 
@@ -142,29 +141,12 @@ class RayPopulation:
         before = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
         theta = ray.put(strategy.theta.numpy())
         statistics = ray.put(before)
-        calls = {}  # ObjectRef -> (worker index, handle)
 
-        def send(index: int) -> None:
-            handle = self._workers.handles[index]
+        def evaluate(index: int, handle):
             start, stop = self.slices[index]
-            calls[handle.evaluate.remote(theta, statistics, generation, start, stop)] = (
-                index,
-                handle,
-            )
+            return handle.evaluate.remote(theta, statistics, generation, start, stop)
 
-        for index in range(len(self.slices)):
-            send(index)
-        results = {}
-        deadline = time.monotonic() + self._workers.timeout
-        while calls:
-            for ref in self._workers.wait(list(calls), f"generation {generation}", deadline):
-                index, handle = calls.pop(ref)
-                try:
-                    results[index] = ray.get(ref)
-                except ray.exceptions.RayError as error:
-                    self._workers.replace(index, handle, error)
-                    send(index)
-        ordered = [results[index] for index in range(len(self.slices))]
+        ordered = self._workers.gather(evaluate, f"generation {generation}")
         fitness = np.concatenate([result[0] for result in ordered])
         if normalizer is not None:
             merged = merge_statistics(before, [result[2] for result in ordered])
@@ -172,7 +154,7 @@ class RayPopulation:
                 variable.assign(value)
         for name, value in strategy.tell(fitness).items():
             summary.scalar(f"es/{name}", value)
-        return _population_stats([result[1] for result in ordered])
+        return merge_episode_stats([result[1] for result in ordered])
 
     def close(self) -> None:
         self._workers.close()
@@ -188,12 +170,13 @@ def merge_statistics(before: list, after: list[list]) -> list[np.ndarray]:
         n_k = n'_k - n,   mean_k = (n'_k mean'_k - n mean) / n_k,
         M2_k = M2'_k - M2 - (mean_k - mean)^2 n n_k / n'_k,
 
-    and these are merged into `before` one after another with the parallel algorithm
+    and these are merged into `after[0]` one after another with the parallel algorithm
     of Chan, Golub and LeVeque (1979), as `StreamingNormalizer.update` merges a batch.
+    With one worker the result is `after[0]` exactly.
     """
     count, m2, mean = (np.asarray(value, np.float64) for value in before)
-    total_count, total_m2, total_mean = count, m2, mean
-    for worker_count, worker_m2, worker_mean in after:
+    total_count, total_m2, total_mean = (np.asarray(value, np.float64) for value in after[0])
+    for worker_count, worker_m2, worker_mean in after[1:]:
         n_k = worker_count - count
         if n_k <= 0:
             continue
@@ -205,14 +188,3 @@ def merge_statistics(before: list, after: list[list]) -> list[np.ndarray]:
         total_m2 = total_m2 + m2_k + np.square(delta) * total_count * n_k / merged
         total_count = merged
     return [np.asarray(total_count), total_m2, total_mean]
-
-
-def _population_stats(parts: list[dict]) -> tuple[int, dict]:
-    episodes = np.array([float(part["episodes"]) for part in parts])
-    weights = episodes / max(episodes.sum(), 1.0)
-    stats = {
-        "episodes": int(episodes.sum()),
-        "mean_return": float(sum(w * float(p["mean_return"]) for w, p in zip(weights, parts))),
-        "mean_length": float(sum(w * float(p["mean_length"]) for w, p in zip(weights, parts))),
-    }
-    return int(sum(int(part["steps"]) for part in parts)), stats

@@ -8,10 +8,11 @@ import ray
 
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import algorithm_class, algorithm_section, check_range
-from batchrl.core import Learner, Trainer
+from batchrl.core import Learner, RolloutLearner, Trainer
 from batchrl.runners.ray.actors import connect
 from batchrl.runners.ray.impala import INFERENCE, RayActorLearner, make_behaviour_policy
 from batchrl.runners.ray.population import RayPopulation
+from batchrl.runners.ray.samplers import RaySamplers
 from batchrl.tools.environments import EnvSpaces, make_batch_env, make_in_graph_env
 
 
@@ -19,13 +20,29 @@ def _is_population(algo_cls) -> bool:
     return hasattr(algo_cls, "evaluate_members") and hasattr(algo_cls, "make_evaluator")
 
 
+def _has_behaviour_policy(algo_cls) -> bool:
+    return getattr(algo_cls, "make_behaviour_policy", None) not in (
+        None,
+        Learner.make_behaviour_policy,
+    )
+
+
+def _is_off_policy(algo_cls) -> bool:
+    # Imported here: the algorithms load only with the config that names them.
+    from batchrl.algorithms.off_policy import OffPolicy
+
+    return issubclass(algo_cls, OffPolicy)
+
+
 class RayTrainer(Trainer):
-    """Runner `ray`: IMPALA's actors (`RayActorLearner`) or ES's workers (`RayPopulation`).
+    """Runner `ray`: IMPALA's actors (`RayActorLearner`), PPO's samplers (`RaySamplers`) or
+    ES's workers (`RayPopulation`).
 
     Reads the `ray` section. It starts Ray on this machine for the run when `ray.address`
     is empty (and stops it at `close`), or joins the cluster at `ray.address`; in a
     process already connected to Ray it uses that connection. Every `step` is one
-    learner update (IMPALA) or one generation (ES). The algorithm, its checkpoints and
+    learner update (IMPALA), the updates of a local training call (PPO:
+    `train.steps_per_call` / T) or one generation (ES). The algorithm, its checkpoints and
     evaluation stay in this process, so checkpoints and resume are those of the other
     runners.
     """
@@ -69,18 +86,33 @@ class RayTrainer(Trainer):
                     f"work to at most {members} workers."
                 )
             return
-        if getattr(algo_cls, "make_behaviour_policy", None) in (
-            None,
-            Learner.make_behaviour_policy,
-        ):
+        section = algorithm_section(config)
+        if issubclass(algo_cls, RolloutLearner):
+            if config[section].get("update_mode", "steps") != "steps":
+                raise ConfigError(
+                    f"runner.name='ray' collects rollouts of {section}.rollout_length steps in "
+                    f"sampler actors; {section}.update_mode="
+                    f"{config[section].update_mode!r} (updates after finished episodes) has "
+                    f"no Ray path. Use {section}.update_mode='steps' or runner.name='local'."
+                )
+        elif _is_off_policy(algo_cls):
+            raise ConfigError(
+                f"algorithm.name={name!r} is off-policy (it learns from a replay buffer), and "
+                "runner.name='ray' has no off-policy path yet: it runs IMPALA's actors, "
+                "PPO's samplers and ES's workers, none with a replay buffer. Use "
+                "runner.name='local'."
+            )
+        elif not _has_behaviour_policy(algo_cls):
             raise ConfigError(
                 f"runner.name='ray' runs an algorithm with a behaviour policy for its actors "
-                f"(a Learner, as impala) or a population (es); algorithm.name={name!r} is "
-                "neither. Use runner.name='local'."
+                f"(a Learner, as impala), rollouts for sampler actors (a RolloutLearner, as "
+                f"ppo) or a population (es); algorithm.name={name!r} is none of these. Use "
+                "runner.name='local'."
             )
-        if "unroll_length" not in config[algorithm_section(config)]:
+        length = "rollout_length" if issubclass(algo_cls, RolloutLearner) else "unroll_length"
+        if length not in config[section]:
             raise ConfigError(
-                f"runner.name='ray' reads unroll_length from the {name!r} section, which has none."
+                f"runner.name='ray' reads {length} from the {section!r} section, which has none."
             )
         if config.env.backend != "gymnasium" or config.train.jit_compile:
             raise ConfigError(
@@ -92,11 +124,15 @@ class RayTrainer(Trainer):
     def make_batch_env(cls, config, seed: int):
         """What the algorithm is built with here; the actors step environments of their own.
 
-        IMPALA gets the spaces only. ES gets its own training environments when they are
+        IMPALA gets the spaces only; PPO the spaces and the size of its learner batch, the
+        environments of all actors (`ray.num_actors` x `env.num_envs`). ES gets its own
+        training environments when they are
         TensorFlow ops (cheap, and their state is checkpointed, so a run can resume with
         another runner); with Gymnasium's it gets one environment, for the spaces.
         """
         algo_cls = algorithm_class(config)
+        if issubclass(algo_cls, RolloutLearner):
+            return EnvSpaces(config.env, config.ray.num_actors * config.env.num_envs)
         if not _is_population(algo_cls):
             return EnvSpaces(config.env, config.env.num_envs)
         if config.env.backend == "tensorflow":
@@ -115,9 +151,20 @@ class RayTrainer(Trainer):
             timeout=cfg.timeout,
         )
         try:
+            section = config[algorithm_section(config)]
             if _is_population(type(algo)):
                 self._runner = RayPopulation(
                     config, algo, cfg.num_actors, seed=config.train.seed, **common
+                )
+            elif isinstance(algo, RolloutLearner):
+                self._runner = RaySamplers(
+                    config,
+                    algo,
+                    cfg.num_actors,
+                    section.rollout_length,
+                    updates_per_step=config.train.steps_per_call // section.rollout_length,
+                    seed=seed,
+                    **common,
                 )
             else:
                 self._runner = RayActorLearner(
@@ -125,7 +172,7 @@ class RayTrainer(Trainer):
                     functools.partial(make_behaviour_policy, config),
                     algo,
                     num_actors=cfg.num_actors,
-                    unroll_length=config[algorithm_section(config)].unroll_length,
+                    unroll_length=section.unroll_length,
                     learner_batch=cfg.learner_batch,
                     requests_per_actor=cfg.requests_per_actor,
                     inference=cfg.inference,
@@ -137,13 +184,13 @@ class RayTrainer(Trainer):
             raise
 
     @property
-    def runner(self) -> RayActorLearner | RayPopulation:
+    def runner(self) -> RayActorLearner | RayPopulation | RaySamplers:
         return self._runner
 
     def step(self) -> tuple[int, dict]:
-        if isinstance(self._runner, RayPopulation):
-            return self._runner.step()
-        return self._runner.update()
+        if isinstance(self._runner, RayActorLearner):
+            return self._runner.update()
+        return self._runner.step()
 
     def close(self) -> None:
         if self._runner is not None:
