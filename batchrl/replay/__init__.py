@@ -10,8 +10,8 @@ into n-step transitions before they are added, and `n_step_returns` computes the
 returns over a [T, B] block. `StepReplay` is both in one, for the B agents of `simulate`:
 it stores each observation once (the next one is the following slot's) and samples
 uniformly or by priority, with the same `sample` and `update_priorities`. What to sample
-when, schedules of beta and the learners' targets live in the algorithms; spreading actors and a shared buffer over processes
-lives in the runners.
+when, schedules of beta and the learners' targets live in the algorithms; spreading
+actors and a shared buffer over processes lives in the runners.
 """
 
 from batchrl.replay.n_step import NStep, n_step_returns, transition_spec
