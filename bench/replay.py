@@ -2,6 +2,7 @@
 
     python bench/replay.py                       # capacity 1,000,000, batch 256
     python bench/replay.py --capacity 100000 --seconds 1 --json replay.json
+    python bench/replay.py --memory-only --json results/replay_memory.json
 
 One iteration adds a batch of transitions, samples a batch with importance weights and
 sets the sampled transitions' priorities, as an off-policy learner does each update.
@@ -191,6 +192,18 @@ def memory(capacity: int, kind: str) -> dict:
     return {"resident_growth_bytes": grown, "variable_bytes": held, "transitions": size}
 
 
+def print_memory(mem: dict) -> None:
+    print("\nFull buffers of HalfCheetah-v5 transitions:\n")
+    print("| buffer | transitions held | variables (MB) | resident growth (MB) |")
+    print("|---|---:|---:|---:|")
+    for kind, name in (("uniform", "UniformReplay"), ("step", "StepReplay (DQN, SAC)")):
+        m = mem[kind]
+        print(
+            f"| {name} | {m['transitions']:,} | {m['variable_bytes'] / 1e6:,.0f} | "
+            f"{m['resident_growth_bytes'] / 1e6:,.0f} |"
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity", type=int, default=1_000_000)
@@ -198,7 +211,25 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="measure memory only (no timing: loaded cores do)",
+    )
     args = parser.parse_args(argv)
+    info = {
+        "cpu": platform.processor() or platform.machine(),
+        "tensorflow": tf.__version__,
+        "numpy": np.__version__,
+        "load_average": os.getloadavg(),
+    }
+    if args.memory_only:
+        mem = {kind: memory(args.capacity, kind) for kind in ("uniform", "step")}
+        print_memory(mem)
+        if args.json:
+            with open(args.json, "w") as file:
+                json.dump({"args": vars(args), "memory": mem, **info}, file, indent=2)
+        return
     rng = np.random.default_rng(0)
     items = batch(rng, args.batch)
     tf_items = {k: tf.constant(v) for k, v in items.items()}
@@ -228,21 +259,7 @@ def main(argv=None):
     print("|---|---:|---:|")
     for name, value in median.items():
         print(f"| {name} | {value * 1e6:,.0f} | {median['numpy'] / value:.2f}x |")
-    print("\nFull buffers of HalfCheetah-v5 transitions:\n")
-    print("| buffer | transitions held | variables (MiB) | resident growth (MiB) |")
-    print("|---|---:|---:|---:|")
-    for kind, name in (("uniform", "UniformReplay"), ("step", "StepReplay (DQN, SAC)")):
-        m = mem[kind]
-        print(
-            f"| {name} | {m['transitions']:,} | {m['variable_bytes'] / 2**20:,.0f} | "
-            f"{m['resident_growth_bytes'] / 2**20:,.0f} |"
-        )
-    info = {
-        "cpu": platform.processor() or platform.machine(),
-        "tensorflow": tf.__version__,
-        "numpy": np.__version__,
-        "load_average": os.getloadavg(),
-    }
+    print_memory(mem)
     if args.json:
         with open(args.json, "w") as file:
             json.dump(
