@@ -1,4 +1,4 @@
-"""The algorithms: one folder each (ppo/, impala/, es/, dqn/, sac/), each a learner.
+"""The algorithms: one folder each (ppo/, impala/, es/, dqn/, sac/ with TD3), each a learner.
 
 A folder holds the algorithm's class, which reads like its paper (collect, targets,
 update, report), the pure math in `utility.py` (or `vtrace.py`) and a README.md with the
@@ -10,7 +10,7 @@ from batchrl.algorithms.dqn import DQN
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.impala import IMPALA
 from batchrl.algorithms.ppo import PPO
-from batchrl.algorithms.sac import SAC
+from batchrl.algorithms.sac import SAC, TD3
 from batchrl.core import Algorithm
 
-__all__ = ["DQN", "ES", "IMPALA", "PPO", "SAC", "Algorithm"]
+__all__ = ["DQN", "ES", "IMPALA", "PPO", "SAC", "TD3", "Algorithm"]

@@ -96,6 +96,7 @@ ALGORITHMS = Registry(
 ALGORITHMS.register("es", "batchrl.algorithms.es:ES")
 ALGORITHMS.register("dqn", "batchrl.algorithms.dqn:DQN")
 ALGORITHMS.register("sac", "batchrl.algorithms.sac:SAC")
+ALGORITHMS.register("td3", "batchrl.algorithms.sac:TD3")
 RUNNERS = Registry(
     "runner",
     "runner.name",

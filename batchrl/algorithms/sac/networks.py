@@ -1,4 +1,5 @@
-"""SAC's networks: the tanh-squashed Gaussian actor and a pair of critics."""
+"""SAC's and TD3's networks: the tanh-squashed Gaussian actor, the deterministic actor, and a
+pair of critics."""
 
 from __future__ import annotations
 
@@ -15,22 +16,46 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # The log std is clipped to these (SB3's)
 OUTPUT_GAIN = 0.01  # Initial means and log stds near 0: tanh(N(0, 1)) actions.
 
 
-class SquashedGaussianActor(tf.Module):
-    """The policy a = tanh(u), u ~ N(mean(s), exp(log_std(s))^2), in [-1, 1] per dimension.
+class BoundedActor(tf.Module):
+    """An actor whose actions live in [-1, 1] per dimension, mapped to a Box's bounds.
 
-    An MLP of observations [N, O] outputs the mean and log std [N, 2A] (the log std
-    clipped to [-20, 2]); `to_env` and `from_env` map actions between [-1, 1] and the
-    action space's bounds [N, ...].
+    `to_env` and `from_env` map actions [N, A] in [-1, 1] to and from the space's bounds
+    [N, ...]; `uniform` draws environment actions uniformly in the bounds (the warm-up).
     """
 
-    def __init__(
-        self, layers: Sequence[int], activation: str, space: gym.spaces.Box, name: str = "actor"
-    ):
+    def __init__(self, space: gym.spaces.Box, name: str):
         super().__init__(name=name)
         self.size = int(np.prod(space.shape))
         self._shape = tuple(space.shape)
         self._low = tf.constant(np.reshape(space.low, [-1]), tf.float32)  # [A]
         self._high = tf.constant(np.reshape(space.high, [-1]), tf.float32)  # [A]
+
+    def uniform(self, draw) -> tf.Tensor:
+        """Environment actions uniform in the bounds [N, ...], from uniforms [N, A] in [0, 1)."""
+        return tf.reshape(self._low + draw * (self._high - self._low), (-1,) + self._shape)
+
+    def to_env(self, squashed) -> tf.Tensor:
+        """Environment actions [N, ...] for actions in [-1, 1] [N, A]."""
+        action = utility.to_bounds(squashed, self._low, self._high)  # [N, A]
+        return tf.reshape(action, (-1,) + self._shape)
+
+    def from_env(self, action) -> tf.Tensor:
+        """Actions in [-1, 1] [N, A] for environment actions [N, ...]."""
+        action = tf.reshape(tf.cast(action, tf.float32), [-1, self.size])  # [N, A]
+        return utility.from_bounds(action, self._low, self._high)
+
+
+class SquashedGaussianActor(BoundedActor):
+    """The policy a = tanh(u), u ~ N(mean(s), exp(log_std(s))^2), in [-1, 1] per dimension.
+
+    An MLP of observations [N, O] outputs the mean and log std [N, 2A] (the log std
+    clipped to [-20, 2]).
+    """
+
+    def __init__(
+        self, layers: Sequence[int], activation: str, space: gym.spaces.Box, name: str = "actor"
+    ):
+        super().__init__(space, name)
         with self.name_scope:
             self.mlp = MLP(layers, 2 * self.size, activation, OUTPUT_GAIN, "mlp")
 
@@ -51,19 +76,20 @@ class SquashedGaussianActor(tf.Module):
         """The squashed mean tanh(mean) [N, A]."""
         return tf.tanh(self.gaussian(observ)[0])
 
-    def uniform(self, draw) -> tf.Tensor:
-        """Environment actions uniform in the bounds [N, ...], from uniforms [N, A] in [0, 1)."""
-        return tf.reshape(self._low + draw * (self._high - self._low), (-1,) + self._shape)
 
-    def to_env(self, squashed) -> tf.Tensor:
-        """Environment actions [N, ...] for actions in [-1, 1] [N, A]."""
-        action = utility.to_bounds(squashed, self._low, self._high)  # [N, A]
-        return tf.reshape(action, (-1,) + self._shape)
+class DeterministicActor(BoundedActor):
+    """TD3's policy a = tanh(MLP(s)) [N, A], in [-1, 1] per dimension."""
 
-    def from_env(self, action) -> tf.Tensor:
-        """Actions in [-1, 1] [N, A] for environment actions [N, ...]."""
-        action = tf.reshape(tf.cast(action, tf.float32), [-1, self.size])  # [N, A]
-        return utility.from_bounds(action, self._low, self._high)
+    def __init__(
+        self, layers: Sequence[int], activation: str, space: gym.spaces.Box, name: str = "actor"
+    ):
+        super().__init__(space, name)
+        with self.name_scope:
+            self.mlp = MLP(layers, self.size, activation, OUTPUT_GAIN, "mlp")
+
+    def __call__(self, observ) -> tf.Tensor:
+        """Actions [N, A] in [-1, 1] for observations [N, ...]."""
+        return tf.tanh(self.mlp(flat(observ)))
 
 
 class TwinCritic(tf.Module):

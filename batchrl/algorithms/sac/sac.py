@@ -78,16 +78,7 @@ class SAC(OffPolicy):
         super().__init__()
         self.check_config(config)
         space = batch_env.action_space
-        if not isinstance(space, gym.spaces.Box):
-            raise ConfigError(
-                f"algorithm.name=sac needs a Box action space; env.id={config.env.id!r} has "
-                f"{space}. DQN trains discrete actions."
-            )
-        if not space.is_bounded():
-            raise ConfigError(
-                f"algorithm.name=sac needs a bounded Box action space (it squashes actions "
-                f"into the bounds); env.id={config.env.id!r} has {space}."
-            )
+        check_action_space("sac", config, space)
         cfg = self._cfg = config.sac
         network = config.network
         del step  # SAC counts its own environment steps, in `env_steps`.
@@ -216,6 +207,20 @@ class SAC(OffPolicy):
         draw = self.exploration.uniform(tf.stack([2, tf.shape(observ)[0], self._action_size]))
         noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A]
         return self.actor.to_env(self.actor.sample(observ, noise)[0])
+
+
+def check_action_space(name: str, config, space) -> None:
+    """Raises ConfigError unless `space` is a bounded Box (SAC and TD3 squash into it)."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ConfigError(
+            f"algorithm.name={name} needs a Box action space; env.id={config.env.id!r} has "
+            f"{space}. DQN trains discrete actions."
+        )
+    if not space.is_bounded():
+        raise ConfigError(
+            f"algorithm.name={name} needs a bounded Box action space (it squashes actions "
+            f"into the bounds); env.id={config.env.id!r} has {space}."
+        )
 
 
 def _is_auto_or_positive(value) -> bool:

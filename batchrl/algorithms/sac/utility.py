@@ -164,3 +164,36 @@ def temperature_loss(log_alpha: tf.Tensor, log_prob: tf.Tensor, target_entropy: 
       A scalar.
     """
     return -tf.reduce_mean(log_alpha * tf.stop_gradient(log_prob + target_entropy))
+
+
+def smoothed_target_actions(
+    next_action: tf.Tensor, noise: tf.Tensor, noise_clip: float
+) -> tf.Tensor:
+    """TD3's target policy smoothing: the target actor's actions with clipped noise.
+
+    Fujimoto, van Hoof, Meger 2018, "Addressing Function Approximation Error in
+    Actor-Critic Methods" (TD3), eq. (15), in [-1, 1] action units:
+
+        a' = clip(pi'(s') + clip(noise, -c, c), -1, 1),    noise ~ N(0, sigma~^2).
+
+    Args:
+      next_action: [N, A], pi'(s') in [-1, 1].
+      noise: [N, A], already scaled by sigma~.
+      noise_clip: c.
+
+    Returns:
+      [N, A], a' in [-1, 1].
+    """
+    clipped = tf.clip_by_value(noise, -noise_clip, noise_clip)
+    return tf.clip_by_value(next_action + clipped, -1.0, 1.0)
+
+
+def clipped_double_q_targets(
+    reward: tf.Tensor, discount: tf.Tensor, next_q1: tf.Tensor, next_q2: tf.Tensor
+) -> tf.Tensor:
+    """TD3's clipped double-Q targets, y = r + discount * min(Q1'(s', a'), Q2'(s', a')).
+
+    Fujimoto et al. 2018, eq. (10) (Algorithm 1); `discount` is gamma^n, 0 past a terminal
+    state, as in `soft_q_targets`. All [N]; no gradient flows into the target.
+    """
+    return tf.stop_gradient(reward + discount * tf.minimum(next_q1, next_q2))
