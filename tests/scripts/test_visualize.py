@@ -192,6 +192,7 @@ def test_bad_arguments(pendulum_run, tmp_path, capsys, flag, message):
 def test_every_config_loads_and_makes_its_environment():
     names = sorted(path.stem for path in default_config_dir().glob("*.yaml"))
     assert {"reacher", "hopper", "cheetah", "walker", "ant", "humanoid"} <= set(names)
+    assert {"halfcheetah_sac", "hopper_sac", "walker_sac", "breakout_minatar_dqn"} <= set(names)
     for name in names:
         config = load_run_config(name)
         check_run_config(config)

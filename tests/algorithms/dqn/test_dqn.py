@@ -12,6 +12,9 @@ from batchrl.envs import make as make_tf_env
 from batchrl.runners import train
 from batchrl.scripts import train as train_script
 from batchrl.scripts import visualize as visualize_script
+from batchrl.tools.batch_env import BatchEnv
+from batchrl.tools.environments import make_env
+from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
 
 
@@ -185,6 +188,34 @@ def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
         metadata = tmp_path / str(seed) / "policy_best" / "batchrl.json"
         best.append(json.loads(metadata.read_text())["eval_return"])
     assert sum(r >= 400 for r in best) >= 4, best
+
+
+def test_minatar_preset_trains_a_convnet_end_to_end(tmp_path):
+    """breakout_minatar_dqn, cut down: image observations [10, 10, 4] through the ConvNet,
+    replayed and learned from, then evaluated, checkpointed and exported."""
+    overrides = [
+        "dqn.buffer_size=1000",
+        "dqn.learning_starts=128",
+        "env.eval_envs=2",
+        "train.total_steps=512",
+        "train.steps_per_call=128",
+        "train.eval_every=256",
+        "train.eval_episodes=2",
+        "train.checkpoint_every=512",
+    ]
+    config = load_run_config("breakout_minatar_dqn", overrides)
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] == 512
+    assert np.isfinite(result["eval_return"])
+    env = InGraphBatchEnv(BatchEnv([make_env(config.env.id)], blocking=True))
+    algo = DQN(env, config)
+    checkpoint = tf.train.Checkpoint(algo=algo)
+    checkpoint.restore(tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))).expect_partial()
+    assert int(algo.env_steps) == 512 and int(algo.updates) == 512 - 128 + 1
+    assert algo.q.conv[0].w.shape == (3, 3, 4, 16)
+    observ = np.random.default_rng(0).integers(0, 2, size=(3, 10, 10, 4)).astype(np.float32)
+    policy = tf.saved_model.load(str(tmp_path / "policy"))
+    np.testing.assert_array_equal(policy(observ), algo.act(observ))
 
 
 def test_the_train_script_trains_dqn_with_summaries_export_and_videos(

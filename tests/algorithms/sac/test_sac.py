@@ -289,3 +289,39 @@ def test_pendulum_learns_with_small_networks_in_10000_steps(tmp_path):
         assert result["step"] == 10000
         returns.append(result["eval_return"])
     assert sum(value >= -200 for value in returns) >= 4, returns
+
+
+@pytest.mark.parametrize(
+    "preset, env_id",
+    [
+        ("halfcheetah_sac", "HalfCheetah-v5"),
+        ("hopper_sac", "Hopper-v5"),
+        ("walker_sac", "Walker2d-v5"),
+    ],
+)
+def test_mujoco_presets_train_their_networks_end_to_end(tmp_path, preset, env_id):
+    """The MuJoCo presets, cut down to 256 steps with their 256-unit networks: the warm-up,
+    128 gradient steps, an evaluation of episodes cut at 64 steps, a checkpoint, and the
+    exported policy's actions in the bounds."""
+    overrides = [
+        "sac.buffer_size=1000",
+        "sac.learning_starts=128",
+        "env.eval_envs=1",
+        "env.max_episode_steps=64",
+        "train.total_steps=256",
+        "train.steps_per_call=128",
+        "train.eval_every=256",
+        "train.eval_episodes=1",
+        "train.checkpoint_every=256",
+    ]
+    config = load_run_config(preset, overrides)
+    assert config.env.id == env_id and config.network.policy_layers == (256, 256)
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] == 256
+    assert np.isfinite(result["eval_return"])
+    space = gym.make(env_id).action_space
+    policy = tf.saved_model.load(str(tmp_path / "policy"))
+    observ = np.zeros((2,) + gym.make(env_id).observation_space.shape, np.float32)
+    action = policy(observ).numpy()
+    assert action.shape == (2,) + space.shape
+    assert np.all(action >= space.low) and np.all(action <= space.high)
