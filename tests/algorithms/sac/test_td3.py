@@ -151,7 +151,11 @@ def test_an_update_in_graph_mode_and_under_xla_gives_the_same_networks():
 def test_pendulum_learns_with_small_networks_in_10000_steps(tmp_path):
     """pendulum_td3_tf (the zoo's settings, one XLA program per call) with networks of
     [64, 64] and 2,000 steps of warm-up: the final evaluation, 16 episodes on Gymnasium's
-    Pendulum-v1, is -250 or better on at least 4 of seeds 0 to 4 after 10,000 steps.
+    Pendulum-v1, is -200 or better on at least 4 of seeds 0 to 4 after 10,000 steps.
+
+    Measured on 2026-11-26 (AMD EPYC, 2 cores under other load, 7 to 11 s a seed), code of
+    26f9778: seeds 0 to 9 scored -129.1, -135.7, -152.2, -161.1, -170.0, -160.9, -152.7,
+    -153.4, -160.9 and -161.9 (10 of 10).
     """
     overrides = [
         "network.policy_layers=[64, 64]",
@@ -166,4 +170,4 @@ def test_pendulum_learns_with_small_networks_in_10000_steps(tmp_path):
         config = load_run_config("pendulum_td3_tf", [*overrides, f"train.seed={seed}"])
         result = train(config, tmp_path / str(seed), progress=quiet)
         returns.append(result["eval_return"])
-    assert sum(value >= -250 for value in returns) >= 4, returns
+    assert sum(value >= -200 for value in returns) >= 4, returns
