@@ -1,8 +1,10 @@
-"""Training throughput on HalfCheetah-v5: batchrl's PPO beside Stable-Baselines3's, same settings.
+"""Training throughput on HalfCheetah-v5: batchrl's PPO or SAC beside Stable-Baselines3's.
 
     python bench/cheetah_sb3.py                            # 100,352 steps each, 2 repeats
     python bench/cheetah_sb3.py --config mujoco            # CleanRL's settings instead
     python bench/cheetah_sb3.py --steps 4096 --repeats 1   # smoke test
+    python bench/cheetah_sb3.py --config halfcheetah_sac --steps 20000 \
+        --set sac.learning_starts=1000                     # SAC, mostly learning steps
 
 Environment steps per second of training, updates included, over `--steps` environment
 steps (rounded up to whole batchrl calls of `env.num_envs * train.steps_per_call` steps,
@@ -20,6 +22,13 @@ process, SB3 first in even repeats and batchrl first in odd ones. Neither side e
   in a `DummyVecEnv` behind `VecNormalize`, on the CPU with `--torch-threads` threads
   (default 1: two spin-wait on the shared cores and slow SB3 many times; see
   docs/lab-log.md). The clock covers building environments and model, and `learn`.
+- `SB3 SAC`, for a SAC preset: SB3's SAC with the config's hyperparameters
+  (`sb3_sac_kwargs`: the same networks, batch, buffer, learning rate, warm-up, and
+  gradient steps per environment step), its environments in a `DummyVecEnv`, no
+  normalization (batchrl's SAC has none).
+
+`--set KEY=VALUE` overrides the preset on both sides (e.g. a shorter SAC warm-up, so that
+most of the steps measured are learning ones).
 """
 
 from __future__ import annotations
@@ -46,22 +55,29 @@ from batchrl.config import load_run_config
 from batchrl.runners import train
 
 BATCHRL = "batchrl"
-SB3 = "SB3 PPO"
+SB3 = "SB3"
 ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU}
+
+
+OVERRIDES: list[str] = []  # --set, for both sides.
 
 
 def load(name: str, steps: int, seed: int):
     """Config `name` for a run of `steps` environment steps without evaluation."""
-    overrides = [f"train.total_steps={steps}", f"train.seed={seed}", "train.eval_every=0"]
-    overrides.append(f"train.checkpoint_every={steps + 1}")  # None before the end.
+    overrides = [*OVERRIDES, f"train.total_steps={steps}", f"train.seed={seed}"]
+    overrides += [
+        "train.eval_every=0",
+        f"train.checkpoint_every={steps + 1}",
+    ]  # None before the end.
     return load_run_config(name, overrides)
 
 
 def round_steps(name: str, steps: int) -> int:
-    """`steps` rounded up to whole batchrl calls and SB3 rollouts."""
+    """`steps` rounded up to whole batchrl calls (and SB3 rollouts, for PPO)."""
     config = load(name, steps, 0)
     cfg = config.train
-    unit = config.env.num_envs * math.lcm(cfg.steps_per_call, config.ppo.rollout_length)
+    rollout = config.ppo.rollout_length if config.algorithm.name == "ppo" else 1
+    unit = config.env.num_envs * math.lcm(cfg.steps_per_call, rollout)
     return -(-steps // unit) * unit
 
 
@@ -120,9 +136,39 @@ def sb3_kwargs(config) -> dict:
     }
 
 
+def sb3_sac_kwargs(config) -> dict:
+    """Keyword arguments of SB3's SAC with the hyperparameters of a batchrl SAC config."""
+    algo, network = config.sac, config.network
+    for key, value in {"n_step": 1, "target_update_interval": 1}.items():
+        if algo[key] != value:  # SB3's SAC has no n-step returns; keep the comparison plain.
+            raise ValueError(f"sac.{key}={algo[key]!r}: this benchmark needs {value!r}.")
+    auto = ("auto", None)
+    ent_coef = "auto" if algo.ent_coef in auto else algo.ent_coef
+    if ent_coef == "auto" and algo.ent_coef_init != 1.0:
+        ent_coef = f"auto_{algo.ent_coef_init}"
+    return {
+        "learning_rate": algo.learning_rate,
+        "buffer_size": algo.buffer_size,
+        "learning_starts": algo.learning_starts,
+        "batch_size": algo.batch_size,
+        "tau": algo.tau,
+        "gamma": algo.discount,
+        "train_freq": algo.train_freq,
+        "gradient_steps": algo.gradient_steps,
+        "ent_coef": ent_coef,
+        "target_entropy": "auto" if algo.target_entropy in auto else algo.target_entropy,
+        "policy_kwargs": {
+            "net_arch": {"pi": list(network.policy_layers), "qf": list(network.value_layers)},
+            "activation_fn": ACTIVATIONS[network.activation],
+        },
+    }
+
+
 def run_sb3(name: str, steps: int, seed: int) -> dict:
-    """SB3's PPO for `steps` environment steps; the steps taken and the seconds."""
+    """SB3's PPO or SAC for `steps` environment steps; the steps taken and the seconds."""
     config = load(name, steps, seed)
+    if config.algorithm.name == "sac":
+        return run_sb3_sac(config, steps, seed)
     algo, env_cfg = config.ppo, config.env
     limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
     env_kwargs = {"max_episode_steps": limit} if limit else None
@@ -140,6 +186,25 @@ def run_sb3(name: str, steps: int, seed: int) -> dict:
         )
         model = stable_baselines3.PPO(
             "MlpPolicy", env, seed=seed, device="cpu", **sb3_kwargs(config)
+        )
+        model.learn(steps)
+        seconds = time.perf_counter() - start
+    finally:
+        env.close()
+    return {"method": SB3, "repeat": seed, "steps": model.num_timesteps, "seconds": seconds}
+
+
+def run_sb3_sac(config, steps: int, seed: int) -> dict:
+    env_cfg = config.env
+    limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
+    env_kwargs = {"max_episode_steps": limit} if limit else None
+    start = time.perf_counter()
+    env = make_vec_env(
+        env_cfg.id, env_cfg.num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs
+    )
+    try:
+        model = stable_baselines3.SAC(
+            "MlpPolicy", env, seed=seed, device="cpu", **sb3_sac_kwargs(config)
         )
         model.learn(steps)
         seconds = time.perf_counter() - start
@@ -203,17 +268,20 @@ def markdown(results: list[dict], info: dict[str, str]) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="cheetah", help="a PPO preset on HalfCheetah-v5")
+    parser.add_argument("--config", default="cheetah", help="a PPO or SAC preset on HalfCheetah-v5")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--steps", type=int, default=100_000, help="rounded up; see above")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's default")
     args = parser.parse_args(argv)
+    OVERRIDES[:] = args.set
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     steps = round_steps(args.config, args.steps)
     info = versions()
     print(
-        f"--config={args.config}, {steps:,} steps per run; load average {os.getloadavg()}",
+        f"--config={args.config} {args.set}, {steps:,} steps per run; "
+        f"load average {os.getloadavg()}",
         file=sys.stderr,
     )
     results = []
