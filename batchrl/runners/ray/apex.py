@@ -207,7 +207,10 @@ class RayApex:
     priorities back to the shard the batch came from and puts its weights into the object
     store every `apex.weights_every` updates. Blocks that arrived are handed to shards
     between updates; until the shards hold `dqn.learning_starts` transitions, `step` only
-    collects.
+    collects. With `apex.steps_per_update` > 0 an actor whose block arrives while the
+    actors are that many environment steps per update ahead of the learner waits for
+    its next request until the learner caught up (a replay ratio; 0 lets them run free,
+    as in the paper).
 
     An actor that dies is replaced (its block in flight is lost, and counted); a shard that
     dies is replaced empty, its transitions counted as lost and logged, and the learner
@@ -243,6 +246,7 @@ class RayApex:
         self._beta = tf.function(learner.beta)
         self.version = int(learner.updates)
         self.env_steps = int(learner.env_steps)
+        self.added = 0  # Transitions the shards took.
         self.lost_blocks = 0
         self.lost_transitions = 0
         self._weights = ray.put(self._snapshot())
@@ -271,6 +275,8 @@ class RayApex:
         self._updating: dict = {}  # ref -> (shard index, handle)
         self._sizes = [0] * cfg.num_shards  # Each shard's size, as its last add said.
         self._next_shard = 0
+        self._idle: list[int] = []  # Actors held back by apex.steps_per_update.
+        self._start = None  # (env steps, version) where learning started.
         self._steps = 0  # Environment steps collected since the last `step`.
         self._episodes: list[tuple[list, list]] = []
         try:
@@ -324,9 +330,11 @@ class RayApex:
         """
         self._poll(wait=False)
         if self._can_learn():
+            self._start = self._start or (self.env_steps, self.version)
             self._update()
         else:
             self._poll(wait=True)
+        self._release()
         summary.scalar("apex/actor_restarts", float(self.restarts))
         summary.scalar("apex/shard_restarts", float(self.shard_restarts))
         summary.scalar("apex/lost_blocks", float(self.lost_blocks))
@@ -367,6 +375,8 @@ class RayApex:
                 self._sizes[index] = ray.get(ref)
             except ray.exceptions.RayError as error:
                 self._shard_failed(index, handle, error, count)
+            else:
+                self.added += count
         for ref in _ready(list(self._updating)):
             index, handle = self._updating.pop(ref)
             try:
@@ -387,7 +397,10 @@ class RayApex:
             if self._actors.replace(index, handle, error):
                 self._request(index)
             return
-        self._request(index)
+        if self._ahead():
+            self._idle.append(index)
+        else:
+            self._request(index)
         self._steps += info["steps"]
         self.env_steps += info["steps"]
         self._episodes.append((info["returns"], info["lengths"]))
@@ -418,6 +431,20 @@ class RayApex:
             lost,
             self.lost_transitions,
         )
+
+    def _release(self) -> None:
+        """Sends the actors held back a request, once the learner caught up."""
+        while self._idle and not self._ahead():
+            self._request(self._idle.pop())
+
+    def _ahead(self) -> bool:
+        """Whether the actors collected `apex.steps_per_update` steps per update or more
+        since learning started (never with 0, nor while the learner cannot learn)."""
+        ratio = self._cfg.steps_per_update
+        if not ratio or self._start is None or not self._can_learn():
+            return False
+        steps, version = self._start
+        return self.env_steps - steps >= ratio * (self.version - version + 1)
 
     # Learning.
 
@@ -457,6 +484,7 @@ class RayApex:
         while True:
             self._fill_requests()
             if not self._sampling:  # Every shard that held a batch died: collect more.
+                self._release()
                 self._poll(wait=True)
                 continue
             awaited = [index for index, _ in self._sampling.values()]

@@ -139,6 +139,7 @@ class RayTrainer(Trainer):
                 "block_length": (lambda x: x >= 1, ">= 1 (batched steps)"),
                 "weights_every": (lambda x: x >= 1, ">= 1 (updates)"),
                 "requests_per_shard": (lambda x: x >= 1, ">= 1"),
+                "steps_per_update": (lambda x: x >= 0, ">= 0 (0: actors run free)"),
             },
         )
         if apex.buffer_size // apex.num_shards < dqn.batch_size:
