@@ -250,6 +250,7 @@ class RayApex:
         self.lost_blocks = 0
         self.lost_transitions = 0
         self._weights = ray.put(self._snapshot())
+        self._weights_version = self.version  # The update `_weights` are of.
         self._rates = epsilons(num_actors, cfg.epsilon, cfg.epsilon_alpha)
         spec = item_spec(config)
         capacity = cfg.buffer_size // cfg.num_shards
@@ -356,7 +357,8 @@ class RayApex:
 
     def _request(self, index: int) -> None:
         handle = self._actors.handles[index]
-        block, info = handle.collect.remote(self._weights, self.version, self._cfg.block_length)
+        length = self._cfg.block_length
+        block, info = handle.collect.remote(self._weights, self._weights_version, length)
         self._collecting[info] = (index, handle, block)
 
     def _poll(self, wait: bool) -> None:
@@ -463,6 +465,7 @@ class RayApex:
         self.version += 1
         if self.version % self._cfg.weights_every == 0:
             self._weights = ray.put(self._snapshot())
+            self._weights_version = self.version
         for name, value in metrics.items():
             summary.scalar(f"dqn/{name}", value)
         summary.scalar("apex/policy_lag", float(np.mean(lag)))
