@@ -64,6 +64,9 @@ def test_dqn_on_ray_is_accepted_and_sac_refused_with_its_reason():
         load_run_config("pendulum_sac", ["runner.name=ray"])
     with pytest.raises(ConfigError, match="apex.num_shards"):
         small_config(["apex.num_shards=0"])
+    with pytest.raises(ConfigError, match="only algorithm.name=dqn with runner.name=ray"):
+        load_run_config("cartpole_dqn", ["apex.num_shards=3"])
+    assert load_run_config("cartpole_apex_ray", ["runner.name=local"]).runner.name == "local"
 
 
 def test_explore_is_greedy_at_epsilon_0_and_uniform_at_1():
