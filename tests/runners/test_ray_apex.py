@@ -258,3 +258,22 @@ def test_sigterm_on_an_apex_run_saves_and_leaves_no_process(tmp_path, monkeypatc
     assert "SIGTERM: saved a checkpoint" in output
     assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) is not None
     assert not wait_gone(children, 30), "processes of the run outlived it"
+
+
+@pytest.mark.slow  # Two runs, each starting 2 actors and 2 shards: 40 to 120 s.
+def test_checkpoints_hold_the_shards_with_checkpoint_shards(ray_cluster, tmp_path, caplog):
+    """apex.checkpoint_shards=true: the checkpoint holds every transition the shards held
+    and its priority; the resumed run puts them back into its shards before it collects."""
+    caplog.set_level(logging.INFO, logger="batchrl.runners.ray")
+    overrides = [*SMALL, "apex.checkpoint_shards=true", "train.eval_every=0"]
+    overrides += ["train.steps_per_call=64", "train.checkpoint_every=512"]
+    config = load_run_config("cartpole_apex_ray", [*overrides, "train.total_steps=512"])
+    train(config, tmp_path, progress=quiet)
+    prefix = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+    saved = {name: shape for name, shape in tf.train.list_variables(prefix)}
+    (priority,) = [name for name in saved if "apex_shards" in name and "priority" in name]
+    held = saved[priority][0]
+    assert held > 0
+    config = load_run_config("cartpole_apex_ray", [*overrides, "train.total_steps=1024"])
+    train(config, tmp_path, progress=quiet)
+    assert f"Restored {held} transitions into 2 replay shards." in caplog.text

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import ray
 import tensorflow as tf
+from tensorflow.python.saved_model.save_context import in_save_context
 
 from batchrl.config import Config
 from batchrl.config.run_config import algorithm_class
@@ -184,6 +185,16 @@ class ReplayShard:
     def update_priorities(self, indices, priorities) -> None:
         self._update(tf.constant(indices, tf.int32), tf.constant(priorities, tf.float32))
 
+    def contents(self) -> dict[str, np.ndarray]:
+        """Every item held, oldest first, with its raw priority |delta| (`priority`)."""
+        indices = tf.range(self._replay.size())
+        items = {key: value.numpy() for key, value in self._replay.ring.read(indices).items()}
+        tree = self._replay.tree.get(indices).numpy()  # (|delta| + epsilon)^alpha
+        alpha = self._replay.alpha or 1.0
+        items["priority"] = np.maximum(tree ** (1.0 / alpha) - self._replay.epsilon, 0.0)
+        order = np.argsort(items["added"], kind="stable")
+        return {key: value[order] for key, value in items.items()}
+
     def priorities(self, indices) -> np.ndarray:
         """The tree's priorities (|delta| + epsilon)^alpha at `indices`, for tests."""
         return self._replay.tree.get(tf.constant(indices, tf.int32)).numpy()
@@ -193,6 +204,26 @@ class ReplayShard:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+class ShardContents(tf.Module):
+    """What checkpoints save of the shards (`apex.checkpoint_shards`): every transition
+    and its priority, fetched from the shards when a checkpoint is written, and handed to
+    `RayApex.load` when one is restored (TensorFlow restores it when it is attached)."""
+
+    def __init__(self, runner: RayApex):
+        super().__init__(name="apex_shards")
+        self._runner = runner
+
+    def _serialize_to_tensors(self):
+        if in_save_context() or not tf.executing_eagerly():
+            return {}  # An exported policy (SavedModel) holds no replay.
+        return {key: tf.constant(value) for key, value in self._runner.contents().items()}
+
+    def _restore_from_tensors(self, restored_tensors):
+        if restored_tensors and tf.executing_eagerly():
+            self._runner.load({key: value.numpy() for key, value in restored_tensors.items()})
+        return tf.no_op()
 
 
 class RayApex:
@@ -282,6 +313,8 @@ class RayApex:
         self._episodes: list[tuple[list, list]] = []
         try:
             self._shards.start(cfg.num_shards)
+            if cfg.checkpoint_shards:  # Restores the shards' contents, if the checkpoint has them.
+                learner.apex_shards = ShardContents(self)
             self._actors.start(num_actors)
             for index in range(num_actors):
                 self._request(index)
@@ -347,8 +380,30 @@ class RayApex:
         _, stats = merge_episode_stats(parts or [_episode_part([], [])])
         return steps, stats
 
+    def contents(self) -> dict[str, np.ndarray]:
+        """All shards' transitions and priorities, shard after shard, each oldest first."""
+        parts = self._shards.gather(lambda _, shard: shard.contents.remote(), "shard contents")
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+    def load(self, contents: dict[str, np.ndarray]) -> None:
+        """Fills the shards with `contents`, item k into shard k mod `apex.num_shards`."""
+        shards = len(self._sizes)
+        count = len(contents["priority"])
+        for index in range(min(shards, count)):
+            items = {key: value[index::shards] for key, value in contents.items()}
+            priorities = items.pop("priority")
+            self._adding[self._shards.handles[index].add.remote((items, priorities))] = (
+                index,
+                self._shards.handles[index],
+                len(priorities),
+            )
+        if count:
+            logger.info("Restored %d transitions into %d replay shards.", count, shards)
+
     def close(self) -> None:
         """Kills the actors and shards (environment workers exit with them); safe twice."""
+        if getattr(self._learner, "apex_shards", None) is not None:
+            del self._learner.apex_shards  # Its shards are gone.
         self._collecting, self._adding, self._sampling, self._updating = {}, {}, {}, {}
         self._actors.close()
         self._shards.close()
