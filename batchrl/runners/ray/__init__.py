@@ -10,13 +10,15 @@ except ImportError as error:  # Reported at config load, where the registry reso
     raise ImportError(INSTALL_HINT) from error
 
 from batchrl.runners.ray.actors import EnvActor, connect  # noqa: E402
-from batchrl.runners.ray.apex import ApexActor, RayApex, ReplayShard, epsilons  # noqa: E402
+from batchrl.runners.ray.apex import RayApex  # noqa: E402
+from batchrl.runners.ray.apex_actor import ApexActor, epsilons  # noqa: E402
 from batchrl.runners.ray.impala import RayActorLearner, make_behaviour_policy  # noqa: E402
 from batchrl.runners.ray.population import (  # noqa: E402
     PopulationWorker,
     RayPopulation,
     merge_statistics,
 )
+from batchrl.runners.ray.replay_shards import ReplayShard  # noqa: E402
 from batchrl.runners.ray.samplers import RaySamplers, Sampler  # noqa: E402
 from batchrl.runners.ray.trainer import RayTrainer  # noqa: E402
 
