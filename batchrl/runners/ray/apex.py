@@ -76,7 +76,9 @@ class RayApex:
         self._rates = epsilons(num_actors, cfg.epsilon, cfg.epsilon_alpha)
         spec = item_spec(config)
         capacity = cfg.buffer_size // cfg.num_shards
-        priority = (self._dqn.priority_alpha, self._dqn.priority_epsilon)
+        # dqn.prioritized false samples uniformly through the same shards (alpha 0).
+        alpha = self._dqn.priority_alpha if self._dqn.prioritized else 0.0
+        priority = (alpha, self._dqn.priority_epsilon)
 
         def make_actor(index: int, restarts: int):
             options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
