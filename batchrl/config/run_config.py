@@ -194,6 +194,17 @@ def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None
                     f"{origin}: {section}.{name} is set, but {key}={chosen!r} does not read "
                     f"the {section!r} section. Remove it, or set {key}={section}."
                 )
+    # Ape-X's section: DQN on the ray runner reads it.
+    if "apex" in config and not (config.runner.name == "ray" and "dqn" in active):
+        keys = ("runner.name", "algorithm.name")
+        chosen_by_override = any(sources.get(k, "").startswith("override") for k in keys)
+        for name in config.apex:
+            origin = sources.get(f"apex.{name}", "")
+            if origin.startswith("override") or (origin == top and not chosen_by_override):
+                raise ConfigError(
+                    f"{origin}: apex.{name} is set, but only algorithm.name=dqn with "
+                    "runner.name=ray (Ape-X) reads the 'apex' section. Remove it, or set both."
+                )
 
 
 def _require(ok: bool, key: str, value: Any, valid: str) -> None:

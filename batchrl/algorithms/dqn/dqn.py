@@ -134,16 +134,26 @@ class DQN(OffPolicy):
         self._last_target_update.assign(self.env_steps)
 
     def gradient_step(self) -> dict[str, tf.Tensor]:
+        indices, weights, batch = self.sample(self.beta())
+        metrics, td_error = self.learn_on(weights, batch)
+        self.replay.update_priorities(indices, tf.abs(td_error))
+        return metrics
+
+    def learn_on(self, weights, batch) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """One gradient step on a given batch, counted in `updates`.
+
+        `gradient_step` calls it with a batch of its own buffer; Ape-X's learner
+        (`batchrl.runners.ray.apex`) with one from a replay shard.
+
+        Args:
+          weights: float32 [N], importance weights (ones for uniform replay).
+          batch: {"observ", "action", "reward", "discount", "next_observ"}, each [N, ...].
+
+        Returns:
+          The metrics named in `METRICS`, and the TD errors [N] (new priorities: |delta|).
+        """
         cfg = self._cfg
-        indices, weights, batch = self.sample(self._beta())
-        next_q_target = self._q_values(self.target_q, batch["next_observ"])  # [N, A]
-        if cfg.double:
-            next_q_online = self._q_values(self.q, batch["next_observ"])  # [N, A]
-            target = utility.double_q_targets(
-                batch["reward"], batch["discount"], next_q_online, next_q_target
-            )
-        else:
-            target = utility.q_targets(batch["reward"], batch["discount"], next_q_target)
+        target = self._targets(batch)  # [N]
         with tf.GradientTape() as tape:
             q = self._q_values(self.q, batch["observ"])  # [N, A]
             q_taken = tf.gather(q, batch["action"], batch_dims=1)  # [N]
@@ -153,16 +163,37 @@ class DQN(OffPolicy):
         gradients = tape.gradient(loss, variables)
         gradients, grad_norm = tf.clip_by_global_norm(gradients, cfg.max_grad_norm)
         self.optimizer.apply_gradients(zip(gradients, variables))
-        self.replay.update_priorities(indices, tf.abs(td_error))
         if cfg.tau < 1.0:
             polyak(self.target_q.variables, self.q.variables, cfg.tau)
         self.updates.assign_add(1)
-        return {
+        metrics = {
             "loss": loss,
             "q_mean": tf.reduce_mean(q_taken),
             "td_abs_mean": tf.reduce_mean(tf.abs(td_error)),
             "grad_norm": grad_norm,
         }
+        return metrics, td_error
+
+    def td_errors(self, batch) -> tf.Tensor:
+        """TD errors [N] of transitions under the current networks, learning nothing.
+
+        Ape-X's actors give their transitions these as initial priorities (Horgan et al.
+        2018, Algorithm 1, line 10).
+        """
+        q = self._q_values(self.q, tf.cast(batch["observ"], tf.float32))  # [N, A]
+        q_taken = tf.gather(q, batch["action"], batch_dims=1)  # [N]
+        return self._targets(batch) - q_taken
+
+    def _targets(self, batch) -> tf.Tensor:
+        """(Double-)DQN targets [N] of a batch of n-step transitions."""
+        next_observ = tf.cast(batch["next_observ"], tf.float32)
+        next_q_target = self._q_values(self.target_q, next_observ)  # [N, A]
+        if self._cfg.double:
+            next_q_online = self._q_values(self.q, next_observ)  # [N, A]
+            return utility.double_q_targets(
+                batch["reward"], batch["discount"], next_q_online, next_q_target
+            )
+        return utility.q_targets(batch["reward"], batch["discount"], next_q_target)
 
     def _q_values(self, network, observ):
         """Q values [N, A] of observations [N, ...]."""
@@ -181,7 +212,7 @@ class DQN(OffPolicy):
             cfg.exploration_final_eps,
         )
 
-    def _beta(self):
+    def beta(self) -> tf.Tensor:
         """Prioritized replay's importance exponent, from `priority_beta` to 1 over the run."""
         progress = tf.minimum(tf.cast(self.env_steps, tf.float32) / float(self._total_steps), 1.0)
         return self._cfg.priority_beta + (1.0 - self._cfg.priority_beta) * progress
@@ -189,7 +220,7 @@ class DQN(OffPolicy):
     def summary_values(self):
         return {
             "epsilon": self._epsilon(),
-            "beta": self._beta(),
+            "beta": self.beta(),
             "priority_max": self._max_priority(),
         }
 
@@ -207,6 +238,11 @@ class DQN(OffPolicy):
         if deterministic:
             return tf.argmax(q, axis=1, output_type=tf.int32)
         return self._epsilon_greedy(q, self._cfg.exploration_final_eps)
+
+    def explore(self, observ, epsilon) -> tf.Tensor:
+        """Actions [N] for observations [N, ...], epsilon-greedy with the given epsilon: a
+        scalar, or one per observation [N] (Ape-X's actors act so)."""
+        return self._epsilon_greedy(self._q_values(self.q, observ), epsilon)
 
     def _epsilon_greedy(self, q, epsilon):
         """Actions [N]: the argmax of q [N, A], or with probability epsilon a uniform one."""

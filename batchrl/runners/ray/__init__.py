@@ -1,4 +1,4 @@
-"""The ray runner: IMPALA's actors, PPO's samplers or ES's workers are Ray actors, anywhere.
+"""The ray runner: IMPALA's actors, PPO's samplers, ES's workers, Ape-X's actors and shards.
 
 The only package that imports Ray; the registry imports it only for `runner.name: ray`.
 """
@@ -10,25 +10,32 @@ except ImportError as error:  # Reported at config load, where the registry reso
     raise ImportError(INSTALL_HINT) from error
 
 from batchrl.runners.ray.actors import EnvActor, connect  # noqa: E402
+from batchrl.runners.ray.apex import RayApex  # noqa: E402
+from batchrl.runners.ray.apex_actor import ApexActor, epsilons  # noqa: E402
 from batchrl.runners.ray.impala import RayActorLearner, make_behaviour_policy  # noqa: E402
 from batchrl.runners.ray.population import (  # noqa: E402
     PopulationWorker,
     RayPopulation,
     merge_statistics,
 )
+from batchrl.runners.ray.replay_shards import ReplayShard  # noqa: E402
 from batchrl.runners.ray.samplers import RaySamplers, Sampler  # noqa: E402
 from batchrl.runners.ray.trainer import RayTrainer  # noqa: E402
 
 __all__ = [
     "INSTALL_HINT",
+    "ApexActor",
     "EnvActor",
     "PopulationWorker",
     "RayActorLearner",
+    "RayApex",
     "RayPopulation",
     "RaySamplers",
+    "ReplayShard",
     "RayTrainer",
     "Sampler",
     "connect",
+    "epsilons",
     "make_behaviour_policy",
     "merge_statistics",
 ]

@@ -103,11 +103,18 @@ class Actors:
     its actor replaced, up to `max_restarts` times in all; an exception raised by the
     actor's own code is logged with its remote traceback the first time, and stops the
     run when a replaced actor raises it again, since a restart cannot fix a bug. `close`
-    kills every actor.
+    kills every actor. `kind` names them in messages ("actor", "replay shard").
     """
 
-    def __init__(self, make_actor: Callable[[int, int], object], max_restarts: int, timeout):
+    def __init__(
+        self,
+        make_actor: Callable[[int, int], object],
+        max_restarts: int,
+        timeout,
+        kind: str = "actor",
+    ):
         self._make_actor = make_actor
+        self.kind = kind
         self._max_restarts = max_restarts
         self.timeout = timeout
         self.restarts = 0
@@ -132,22 +139,24 @@ class Actors:
         raised = _raised(error)
         if raised is not None and raised in self._errors and index in self._replaced:
             raise RuntimeError(
-                f"Ray actor {index}, a replacement, raised {raised} again: restarting does "
+                f"Ray {self.kind} {index}, a replacement, raised {raised} again: restarting does "
                 "not fix an error in the actors' code or environments, so training stops "
                 "(the remote traceback was logged at its first failure)."
             ) from error
         what = raised or _first_line(error)
         if self.restarts > self._max_restarts:
             raise RuntimeError(
-                f"Ray actor {index} failed, and actors have failed {self.restarts} times in "
-                f"all, more than ray.max_actor_restarts={self._max_restarts}. Its error: {what}"
+                f"Ray {self.kind} {index} failed, and {self.kind}s have failed {self.restarts} "
+                f"times in all, more than ray.max_actor_restarts={self._max_restarts}. Its "
+                f"error: {what}"
             ) from error
         traceback = ""
         if raised is not None and raised not in self._errors:
             self._errors.add(raised)
             traceback = "\n" + _ANSI.sub("", str(error)).strip()
         logger.warning(
-            "Ray actor %d failed (%s); replacing it (restart %d of at most %d).%s",
+            "Ray %s %d failed (%s); replacing it (restart %d of at most %d).%s",
+            self.kind,
             index,
             what,
             self.restarts,
@@ -170,10 +179,10 @@ class Actors:
             if ready:
                 return ready
             if time.monotonic() > deadline:
-                source = "Ray actors"
+                source = f"Ray {self.kind}s"
                 if actors:
                     indices = sorted(set(actors))
-                    noun = "actor" if len(indices) == 1 else "actors"
+                    noun = self.kind if len(indices) == 1 else f"{self.kind}s"
                     source = f"Ray {noun} {', '.join(map(str, indices))}"
                 raise TimeoutError(
                     f"No result from {source} for {self.timeout:.0f} s (ray.timeout) while "

@@ -10,6 +10,7 @@ from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import algorithm_class, algorithm_section, check_range
 from batchrl.core import Learner, RolloutLearner, Trainer
 from batchrl.runners.ray.actors import connect
+from batchrl.runners.ray.apex import RayApex
 from batchrl.runners.ray.impala import INFERENCE, RayActorLearner, make_behaviour_policy
 from batchrl.runners.ray.population import RayPopulation
 from batchrl.runners.ray.samplers import RaySamplers
@@ -35,13 +36,13 @@ def _is_off_policy(algo_cls) -> bool:
 
 
 class RayTrainer(Trainer):
-    """Runner `ray`: IMPALA's actors (`RayActorLearner`), PPO's samplers (`RaySamplers`) or
-    ES's workers (`RayPopulation`).
+    """Runner `ray`: IMPALA's actors (`RayActorLearner`), PPO's samplers (`RaySamplers`),
+    ES's workers (`RayPopulation`) or DQN as Ape-X (`RayApex`: actors and replay shards).
 
     Reads the `ray` section. It starts Ray on this machine for the run when `ray.address`
     is empty (and stops it at `close`), or joins the cluster at `ray.address`; in a
     process already connected to Ray it uses that connection. Every `step` is one
-    learner update (IMPALA), the updates of a local training call (PPO:
+    learner update (IMPALA, Ape-X), the updates of a local training call (PPO:
     `train.steps_per_call` / T) or one generation (ES). The algorithm, its checkpoints and
     evaluation stay in this process, so checkpoints and resume are those of the other
     runners.
@@ -96,12 +97,15 @@ class RayTrainer(Trainer):
                     f"no Ray path. Use {section}.update_mode='steps' or runner.name='local'."
                 )
         elif _is_off_policy(algo_cls):
-            raise ConfigError(
-                f"algorithm.name={name!r} is off-policy (it learns from a replay buffer), and "
-                "runner.name='ray' has no off-policy path yet: it runs IMPALA's actors, "
-                "PPO's samplers and ES's workers, none with a replay buffer. Use "
-                "runner.name='local'."
-            )
+            if section != "dqn":
+                raise ConfigError(
+                    f"algorithm.name={name!r} is off-policy, and runner.name='ray' runs only "
+                    "DQN's off-policy path (Ape-X: epsilon-greedy actors feeding prioritized "
+                    "replay shards); SAC's and TD3's actors would need their continuous-action "
+                    "policies there, which are not written. Use runner.name='local'."
+                )
+            cls._check_apex(config)
+            return
         elif not _has_behaviour_policy(algo_cls):
             raise ConfigError(
                 f"runner.name='ray' runs an algorithm with a behaviour policy for its actors "
@@ -118,6 +122,36 @@ class RayTrainer(Trainer):
             raise ConfigError(
                 "runner.name='ray' steps Gymnasium environments in Ray actors for "
                 f"{name!r}: it needs env.backend='gymnasium' and train.jit_compile=false."
+            )
+
+    @classmethod
+    def _check_apex(cls, config) -> None:
+        apex, dqn = config.apex, config.dqn
+        check_range(
+            apex,
+            "apex",
+            {
+                "num_shards": (lambda x: x >= 1, ">= 1"),
+                "buffer_size": (lambda x: x >= 1, ">= 1"),
+                "cpus_per_shard": (lambda x: x > 0, "> 0"),
+                "epsilon": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "epsilon_alpha": (lambda x: x >= 0, ">= 0"),
+                "block_length": (lambda x: x >= 1, ">= 1 (batched steps)"),
+                "weights_every": (lambda x: x >= 1, ">= 1 (updates)"),
+                "requests_per_shard": (lambda x: x >= 1, ">= 1"),
+                "steps_per_update": (lambda x: x >= 0, ">= 0 (0: actors run free)"),
+            },
+        )
+        if apex.buffer_size // apex.num_shards < dqn.batch_size:
+            raise ConfigError(
+                f"apex.buffer_size={apex.buffer_size} gives each of apex.num_shards="
+                f"{apex.num_shards} shards fewer transitions than dqn.batch_size="
+                f"{dqn.batch_size}, the batch one shard samples."
+            )
+        if config.env.backend != "gymnasium" or config.train.jit_compile:
+            raise ConfigError(
+                "runner.name='ray' steps Gymnasium environments in Ray actors for 'dqn': it "
+                "needs env.backend='gymnasium' and train.jit_compile=false."
             )
 
     @classmethod
@@ -156,6 +190,8 @@ class RayTrainer(Trainer):
                 self._runner = RayPopulation(
                     config, algo, cfg.num_actors, seed=config.train.seed, **common
                 )
+            elif _is_off_policy(type(algo)):
+                self._runner = RayApex(config, algo, cfg.num_actors, seed=seed, **common)
             elif isinstance(algo, RolloutLearner):
                 self._runner = RaySamplers(
                     config,
@@ -184,7 +220,7 @@ class RayTrainer(Trainer):
             raise
 
     @property
-    def runner(self) -> RayActorLearner | RayPopulation | RaySamplers:
+    def runner(self) -> RayActorLearner | RayApex | RayPopulation | RaySamplers:
         return self._runner
 
     def step(self) -> tuple[int, dict]:

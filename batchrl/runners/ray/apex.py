@@ -1,0 +1,387 @@
+"""Ape-X DQN over Ray: epsilon-ladder actors, prioritized replay shards, one learner."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import ray
+import tensorflow as tf
+
+from batchrl.parts import summary
+from batchrl.runners.ray.actors import Actors, merge_episode_stats
+from batchrl.runners.ray.apex_actor import ApexActor, epsilons
+from batchrl.runners.ray.replay_shards import ReplayShard, ShardContents, item_spec
+
+logger = logging.getLogger("batchrl.runners.ray")
+
+
+class RayApex:
+    """Ape-X DQN (Horgan et al. 2018): actors and replay shards as Ray actors, the learner here.
+
+    Each of `ray.num_actors` `ApexActor`s collects blocks of `apex.block_length` batched
+    steps with its own epsilon (`epsilons`) and the newest weights it was sent; each block,
+    with its priorities, goes from the actor's object store to a replay shard (`ReplayShard`,
+    `apex.num_shards` of them, taken in turn), never through this process. The learner
+    keeps `apex.requests_per_shard` sample requests in flight per shard and learns on
+    whichever batch arrives first, so that it never waits on one shard; it sends the new
+    priorities back to the shard the batch came from and puts its weights into the object
+    store every `apex.weights_every` updates. Blocks that arrived are handed to shards
+    between updates; until the shards hold `dqn.learning_starts` transitions, `step` only
+    collects. With `apex.steps_per_update` > 0 an actor whose block arrives while the
+    actors are that many environment steps per update ahead of the learner waits for
+    its next request until the learner caught up (a replay ratio; 0 lets them run free,
+    as in the paper).
+
+    An actor that dies is replaced (its block in flight is lost, and counted); a shard that
+    dies is replaced empty, its transitions counted as lost and logged, and the learner
+    samples from the others meanwhile. Every wait has `timeout` and names whom it awaits.
+    """
+
+    def __init__(
+        self,
+        config,
+        learner,
+        num_actors: int,
+        cpus_per_actor: float = 1.0,
+        tf_threads: int = 1,
+        max_actor_restarts: int = 10,
+        seed: int = 0,
+        timeout: float = 300.0,
+    ):
+        """Starts the actors and shards; Ray must be connected (`connect`).
+
+        Args:
+          config: the run's config: its `dqn` and `apex` sections.
+          learner: the `DQN` that learns (built for `env.num_envs` environments).
+          num_actors: Ray actors, each with `env.num_envs` environments.
+          cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`
+            (restarts counted apart for actors and for shards).
+          seed: actor i's environments are reset with seeds `seed + 1000 * i` (plus
+            100,000 per restart so far); shard j samples with seed `seed + j` (plus as much).
+        """
+        cfg = self._cfg = config.apex
+        self._dqn = config.dqn
+        self._learner = learner
+        self._learn = tf.function(self._learn_step)
+        self._beta = tf.function(learner.beta)
+        self.version = int(learner.updates)
+        self.env_steps = int(learner.env_steps)
+        self.added = 0  # Transitions the shards took.
+        self.lost_blocks = 0
+        self.lost_transitions = 0
+        self._weights = ray.put(self._snapshot())
+        self._weights_version = self.version  # The update `_weights` are of.
+        self._rates = epsilons(num_actors, cfg.epsilon, cfg.epsilon_alpha)
+        spec = item_spec(config)
+        capacity = cfg.buffer_size // cfg.num_shards
+        # dqn.prioritized false samples uniformly through the same shards (alpha 0).
+        alpha = self._dqn.priority_alpha if self._dqn.prioritized else 0.0
+        priority = (alpha, self._dqn.priority_epsilon)
+
+        def make_actor(index: int, restarts: int):
+            options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
+            actor_seed = seed + 1000 * index + 100_000 * restarts
+            return ApexActor.options(**options).remote(
+                config, self._rates[index], actor_seed, tf_threads
+            )
+
+        def make_shard(index: int, restarts: int):
+            options = dict(num_cpus=cfg.cpus_per_shard, scheduling_strategy="SPREAD")
+            shard_seed = seed + index + 100_000 * restarts
+            return ReplayShard.options(**options).remote(capacity, spec, *priority, shard_seed)
+
+        self._actors = Actors(make_actor, max_actor_restarts, timeout)
+        self._shards = Actors(make_shard, max_actor_restarts, timeout, kind="replay shard")
+        self._collecting: dict = {}  # info ref -> (actor index, handle, block ref)
+        self._adding: dict = {}  # ref -> (shard index, handle, transitions)
+        self._sampling: dict = {}  # ref -> (shard index, handle)
+        self._updating: dict = {}  # ref -> (shard index, handle)
+        self._sizes = [0] * cfg.num_shards  # Each shard's size, as its last add said.
+        self._next_shard = 0
+        self._idle: list[int] = []  # Actors held back by apex.steps_per_update.
+        self._start = None  # (env steps, version) where learning started.
+        self._steps = 0  # Environment steps collected since the last `step`.
+        self._episodes: list[tuple[list, list]] = []
+        try:
+            self._shards.start(cfg.num_shards)
+            if cfg.checkpoint_shards:  # Restores the shards' contents, if the checkpoint has them.
+                learner.apex_shards = ShardContents(self)
+            self._actors.start(num_actors)
+            for index in range(num_actors):
+                self._request(index)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> RayApex:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def actors(self) -> list:
+        return self._actors.handles
+
+    @property
+    def shards(self) -> list:
+        return self._shards.handles
+
+    @property
+    def restarts(self) -> int:
+        return self._actors.restarts
+
+    @property
+    def shard_restarts(self) -> int:
+        return self._shards.restarts
+
+    @property
+    def rates(self) -> list[float]:
+        """Each actor's epsilon, by index."""
+        return list(self._rates)
+
+    def step(self) -> tuple[int, dict]:
+        """One learner update, or, until the shards hold enough, one round of collecting.
+
+        Writes `apex/*` scalars (policy lag, sample age, restarts, losses, fill) and the
+        learner's `dqn/*` metrics to the default summary writer, if there is one.
+
+        Returns:
+          The environment steps collected since the last call and their episodes' statistics.
+
+        Raises:
+          RuntimeError: actors or shards failed more than `max_actor_restarts` times.
+          TimeoutError: no actor or shard answered for `timeout` seconds; names them.
+        """
+        self._poll(wait=False)
+        if self._can_learn():
+            self._start = self._start or (self.env_steps, self.version)
+            self._update()
+        else:
+            self._poll(wait=True)
+        self._release()
+        summary.scalar("apex/actor_restarts", float(self.restarts))
+        summary.scalar("apex/shard_restarts", float(self.shard_restarts))
+        summary.scalar("apex/lost_blocks", float(self.lost_blocks))
+        summary.scalar("apex/lost_transitions", float(self.lost_transitions))
+        summary.scalar("apex/buffer_size", float(sum(self._sizes)))
+        steps, self._steps = self._steps, 0
+        parts = [_episode_part(returns, lengths) for returns, lengths in self._episodes]
+        self._episodes = []
+        _, stats = merge_episode_stats(parts or [_episode_part([], [])])
+        return steps, stats
+
+    def contents(self) -> dict[str, np.ndarray]:
+        """All shards' transitions and priorities, shard after shard, each oldest first."""
+        parts = self._shards.gather(lambda _, shard: shard.contents.remote(), "shard contents")
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+    def load(self, contents: dict[str, np.ndarray]) -> None:
+        """Fills the shards with `contents`, item k into shard k mod `apex.num_shards`."""
+        shards = len(self._sizes)
+        count = len(contents["priority"])
+        for index in range(min(shards, count)):
+            items = {key: value[index::shards] for key, value in contents.items()}
+            priorities = items.pop("priority")
+            self._adding[self._shards.handles[index].add.remote((items, priorities))] = (
+                index,
+                self._shards.handles[index],
+                len(priorities),
+            )
+        if count:
+            logger.info("Restored %d transitions into %d replay shards.", count, shards)
+
+    def close(self) -> None:
+        """Kills the actors and shards (environment workers exit with them); safe twice."""
+        if getattr(self._learner, "apex_shards", None) is not None:
+            del self._learner.apex_shards  # Its shards are gone.
+        self._collecting, self._adding, self._sampling, self._updating = {}, {}, {}, {}
+        self._actors.close()
+        self._shards.close()
+
+    # Collecting.
+
+    def _request(self, index: int) -> None:
+        handle = self._actors.handles[index]
+        length = self._cfg.block_length
+        block, info = handle.collect.remote(self._weights, self._weights_version, length)
+        self._collecting[info] = (index, handle, block)
+
+    def _poll(self, wait: bool) -> None:
+        """Takes every finished block, add and priority update; with `wait`, waits until
+        at least one block or add finished."""
+        if wait:
+            refs = list(self._collecting) + list(self._adding)
+            deadline = time.monotonic() + self._actors.timeout
+            self._actors.wait(refs, "blocks of transitions", deadline, self._awaited())
+        ready = _ready(list(self._collecting))
+        for ref in ready:
+            self._take_block(ref)
+        for ref in _ready(list(self._adding)):
+            index, handle, count = self._adding.pop(ref)
+            try:
+                self._sizes[index] = ray.get(ref)
+            except ray.exceptions.RayError as error:
+                self._shard_failed(index, handle, error, count)
+            else:
+                self.added += count
+        for ref in _ready(list(self._updating)):
+            index, handle = self._updating.pop(ref)
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as error:
+                self._shard_failed(index, handle, error)
+
+    def _awaited(self) -> list[int]:
+        return [index for index, _, _ in self._collecting.values()]
+
+    def _take_block(self, ref) -> None:
+        """Sends a finished block to the next shard, and the actor a new request."""
+        index, handle, block = self._collecting.pop(ref)
+        try:
+            info = ray.get(ref)
+        except ray.exceptions.RayError as error:
+            self.lost_blocks += 1
+            if self._actors.replace(index, handle, error):
+                self._request(index)
+            return
+        if self._ahead():
+            self._idle.append(index)
+        else:
+            self._request(index)
+        self._steps += info["steps"]
+        self.env_steps += info["steps"]
+        self._episodes.append((info["returns"], info["lengths"]))
+        if info["transitions"]:
+            shard = self._next_shard
+            self._next_shard = (shard + 1) % len(self._sizes)
+            target = self._shards.handles[shard]
+            self._adding[target.add.remote(block)] = (shard, target, info["transitions"])
+
+    def _shard_failed(self, index: int, handle, error: BaseException, count: int = 0) -> None:
+        """Replaces a dead shard with an empty one; its transitions are counted as lost."""
+        self.lost_transitions += count  # A block on its way to the dead shard.
+        if not self._shards.replace(index, handle, error):
+            return
+        lost = self._sizes[index]
+        self.lost_transitions += lost
+        self._sizes[index] = 0
+        for calls in (self._adding, self._sampling, self._updating):
+            for ref, value in list(calls.items()):
+                if value[1] is handle:
+                    del calls[ref]
+                    if calls is self._adding:
+                        self.lost_transitions += value[2]
+        logger.warning(
+            "Replay shard %d died: %d transitions lost (%d in all so far); it was replaced by "
+            "an empty shard, and the learner samples from the others meanwhile.",
+            index,
+            lost,
+            self.lost_transitions,
+        )
+
+    def _release(self) -> None:
+        """Sends the actors held back a request, once the learner caught up."""
+        while self._idle and not self._ahead():
+            self._request(self._idle.pop())
+
+    def _ahead(self) -> bool:
+        """Whether the actors collected `apex.steps_per_update` steps per update or more
+        since learning started (never with 0, nor while the learner cannot learn)."""
+        ratio = self._cfg.steps_per_update
+        if not ratio or self._start is None or not self._can_learn():
+            return False
+        steps, version = self._start
+        return self.env_steps - steps >= ratio * (self.version - version + 1)
+
+    # Learning.
+
+    def _can_learn(self) -> bool:
+        needed = max(self._dqn.batch_size, self._dqn.learning_starts)
+        return sum(self._sizes) >= needed and max(self._sizes) >= self._dqn.batch_size
+
+    def _update(self) -> None:
+        """One gradient step on the first batch any shard gives; priorities go back to it."""
+        index, handle, (indices, weights, items, ages) = self._next_batch()
+        batch = {key: tf.convert_to_tensor(value) for key, value in items.items()}
+        self._learner.env_steps.assign(self.env_steps)  # Target copies and beta follow it.
+        metrics, td_error = self._learn(tf.convert_to_tensor(weights), batch)
+        self._send_priorities(index, handle, indices, np.abs(td_error.numpy()))
+        lag = self.version - items["version"]
+        self.version += 1
+        if self.version % self._cfg.weights_every == 0:
+            self._weights = ray.put(self._snapshot())
+            self._weights_version = self.version
+        for name, value in metrics.items():
+            summary.scalar(f"dqn/{name}", value)
+        summary.scalar("apex/policy_lag", float(np.mean(lag)))
+        summary.scalar("apex/policy_lag_max", float(np.max(lag)))
+        summary.scalar("apex/sample_age", float(np.mean(ages)))
+        summary.scalar("apex/sample_age_max", float(np.max(ages)))
+        summary.scalar("apex/beta", float(self._beta()))
+
+    def _send_priorities(self, index: int, handle, indices, priorities) -> None:
+        self._updating[handle.update_priorities.remote(indices, priorities)] = (index, handle)
+
+    def _learn_step(self, weights, batch):
+        self._learner.before_learning()
+        return self._learner.learn_on(weights, batch)
+
+    def _next_batch(self) -> tuple[int, object, tuple]:
+        """The first sampled batch to arrive, with the shard that gave it."""
+        deadline = time.monotonic() + self._shards.timeout
+        while True:
+            self._fill_requests()
+            if not self._sampling:  # Every shard that held a batch died: collect more.
+                self._release()
+                self._poll(wait=True)
+                continue
+            awaited = [index for index, _ in self._sampling.values()]
+            for ref in self._shards.wait(
+                list(self._sampling), "sampled batches", deadline, awaited
+            ):
+                index, handle = self._sampling.pop(ref)
+                try:
+                    batch = ray.get(ref)
+                except ray.exceptions.RayError as error:
+                    self._shard_failed(index, handle, error)
+                    continue
+                if batch is None:  # A shard smaller than it was (a replacement).
+                    self._sizes[index] = min(self._sizes[index], self._dqn.batch_size - 1)
+                    continue
+                return index, handle, batch
+            self._poll(wait=False)
+
+    def _fill_requests(self) -> None:
+        """Keeps `requests_per_shard` sample requests on every shard that holds a batch."""
+        beta = float(self._beta())
+        for index, handle in enumerate(self._shards.handles):
+            if self._sizes[index] < self._dqn.batch_size:
+                continue
+            pending = sum(1 for i, _ in self._sampling.values() if i == index)
+            for _ in range(self._cfg.requests_per_shard - pending):
+                ref = handle.sample.remote(self._dqn.batch_size, beta)
+                self._sampling[ref] = (index, handle)
+
+    def _snapshot(self) -> list[np.ndarray]:
+        variables = self._learner.q.variables + self._learner.target_q.variables
+        return [variable.numpy() for variable in variables]
+
+
+def _ready(refs: list) -> list:
+    if not refs:
+        return []
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+    return ready
+
+
+def _episode_part(returns: list, lengths: list) -> dict:
+    """`merge_episode_stats`'s part of one block's finished episodes."""
+    return {
+        "steps": 0,
+        "episodes": len(returns),
+        "mean_return": float(np.mean(returns)) if returns else float("nan"),
+        "mean_length": float(np.mean(lengths)) if lengths else float("nan"),
+    }

@@ -1,0 +1,123 @@
+"""Ape-X's actors: epsilon-greedy DQN copies that score their own n-step transitions."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import ray
+import tensorflow as tf
+
+from batchrl.config import Config
+from batchrl.config.run_config import algorithm_class
+from batchrl.replay import NStep
+from batchrl.runners.ray.actors import limit_threads
+from batchrl.runners.ray.replay_shards import item_spec
+from batchrl.runners.unrolls import UnrollCollector
+from batchrl.tools.environments import EnvSpaces, make_batch_env
+
+
+def epsilons(num_actors: int, epsilon: float, alpha: float) -> list[float]:
+    """Each actor's exploration rate (Horgan et al. 2018, section 4.1).
+
+        epsilon_i = epsilon ^ (1 + alpha * i / (N - 1)),    i = 0 .. N - 1
+
+    One actor (N = 1) explores with `epsilon`.
+    """
+    if num_actors == 1:
+        return [float(epsilon)]
+    return [float(epsilon) ** (1.0 + alpha * i / (num_actors - 1)) for i in range(num_actors)]
+
+
+def acting_config(config) -> Config:
+    """The config of a DQN that only acts and scores: the least replay its checks allow."""
+    tree = config.to_dict()
+    dqn = tree["dqn"]
+    least = config.env.num_envs * (2 * dqn["n_step"] + 2)
+    dqn["buffer_size"] = max(dqn["batch_size"], least)
+    dqn["checkpoint_replay"] = False
+    return Config(tree)
+
+
+@ray.remote(max_restarts=0)
+class ApexActor:
+    """A Ray actor with `env.num_envs` environments, a DQN copy and an epsilon of its own.
+
+    Each `collect` loads the learner's weights (when their version is new), steps the
+    environments `length` times, acting for all of them in one batched call per step,
+    pushes the steps through an n-step window (`NStep`, which carries over from block to
+    block) and scores the finished transitions with its copy's TD errors, their initial
+    priorities. The block goes to a replay shard straight from this actor's object store.
+    """
+
+    def __init__(self, config, epsilon: float, seed: int, tf_threads: int):
+        limit_threads(tf_threads)
+        cfg = config.dqn
+        size = config.env.num_envs
+        self.epsilon = float(epsilon)
+        self._collector = UnrollCollector(make_batch_env(config.env, size), seed)
+        self._algo = algorithm_class(config)(
+            EnvSpaces(config.env, size), acting_config(config), seed=seed
+        )
+        spec = item_spec(config)
+        self._n_step = NStep(cfg.n_step, cfg.discount, size, spec)
+        self._act = tf.function(lambda observ: self._algo.explore(observ, self.epsilon))
+        self._push = tf.function(self._n_step.push)
+        self._td_errors = tf.function(self._algo.td_errors)
+        self._dtype = spec["observ"].dtype.as_numpy_dtype
+        self._version = None
+
+    @ray.method(num_returns=2)
+    def collect(self, weights, version: int, length: int) -> tuple[tuple, dict]:
+        """`length` batched steps acted with `weights` (version `version`).
+
+        Returns:
+          The block (items {key: [K, ...]}, priorities [K] = |TD error|), and what the
+          learner reads: `steps` (environment steps), `transitions` (K), `version`, and
+          the `returns` and `lengths` of the episodes that ended.
+        """
+        if version != self._version:
+            variables = self._algo.q.variables + self._algo.target_q.variables
+            for variable, value in zip(variables, weights, strict=True):
+                variable.assign(value)
+            self._version = version
+        parts = []
+        for _ in range(length):
+            action = self._act(self._collector.observ).numpy()  # [B]
+            step = self._collector.step(action)
+            valid, transition = self._push(
+                step["observ"].astype(self._dtype),
+                action,
+                step["reward"].astype(np.float32),
+                step["terminated"],
+                step["truncated"],
+                step["next_observ"].astype(self._dtype),
+            )
+            if bool(valid[0]):  # The first n - 1 steps of the actor finish no window.
+                parts.append({key: value.numpy() for key, value in transition.items()})
+        if parts:
+            items = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+            priorities = np.abs(self._td_errors(items).numpy())  # [K]
+        else:
+            items, priorities = None, np.zeros([0], np.float32)
+        count = len(priorities)
+        if items is not None:
+            items["version"] = np.full([count], version, np.int32)
+        returns, lengths = self._collector.take_episodes()
+        info = dict(
+            steps=length * len(self._collector),
+            transitions=count,
+            version=version,
+            returns=returns,
+            lengths=lengths,
+        )
+        return (items, priorities), info
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def close(self) -> None:
+        self._collector.close()
