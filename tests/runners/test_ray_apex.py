@@ -60,7 +60,7 @@ def test_exploration_rates_are_the_papers_ladder():
 
 def test_dqn_on_ray_is_accepted_and_sac_refused_with_its_reason():
     assert small_config().runner.name == "ray"
-    with pytest.raises(ConfigError, match="only DQN's off-policy path .*SAC's actors"):
+    with pytest.raises(ConfigError, match="only DQN's off-policy path .*SAC's and TD3's actors"):
         load_run_config("pendulum_sac", ["runner.name=ray"])
     with pytest.raises(ConfigError, match="apex.num_shards"):
         small_config(["apex.num_shards=0"])
