@@ -96,6 +96,31 @@ class EnvActor:
         self._collector.close()
 
 
+class ActorGroup:
+    """A runner part that owns Ray actors in `self._actors` (`Actors`): a context manager
+    that closes them, with their handles and restarts. A subclass writes `close`."""
+
+    _actors: Actors
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def actors(self) -> list:
+        """The handles of the actors, by index (a replaced actor has a new handle)."""
+        return self._actors.handles
+
+    @property
+    def restarts(self) -> int:
+        return self._actors.restarts
+
+
 class Actors:
     """Ray actors of one kind, their replacement when they die, and their end.
 

@@ -10,14 +10,14 @@ import ray
 import tensorflow as tf
 
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import Actors, merge_episode_stats
+from batchrl.runners.ray.actors import ActorGroup, Actors, merge_episode_stats
 from batchrl.runners.ray.apex_actor import ApexActor, epsilons
 from batchrl.runners.ray.replay_shards import ReplayShard, ShardContents, item_spec
 
 logger = logging.getLogger("batchrl.runners.ray")
 
 
-class RayApex:
+class RayApex(ActorGroup):
     """Ape-X DQN (Horgan et al. 2018): actors and replay shards as Ray actors, the learner here.
 
     Each of `ray.num_actors` `ApexActor`s collects blocks of `apex.block_length` batched
@@ -115,23 +115,9 @@ class RayApex:
             self.close()
             raise
 
-    def __enter__(self) -> RayApex:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    @property
-    def actors(self) -> list:
-        return self._actors.handles
-
     @property
     def shards(self) -> list:
         return self._shards.handles
-
-    @property
-    def restarts(self) -> int:
-        return self._actors.restarts
 
     @property
     def shard_restarts(self) -> int:

@@ -13,14 +13,14 @@ from batchrl.config import check_choice
 from batchrl.config.run_config import algorithm_class
 from batchrl.core import Learner
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import Actors, EnvActor
+from batchrl.runners.ray.actors import ActorGroup, Actors, EnvActor
 from batchrl.runners.unrolls import Unroll, concatenate, episode_stats, stack
 from batchrl.tools.environments import EnvSpaces
 
 INFERENCE = ("actor", "central")
 
 
-class RayActorLearner:
+class RayActorLearner(ActorGroup):
     """IMPALA's actor-learner loop with Ray actors, on one machine or a cluster.
 
     Each of `num_actors` `EnvActor`s owns a batch of environments (from `make_env`) and a
@@ -109,21 +109,6 @@ class RayActorLearner:
         except BaseException:
             self.close()
             raise
-
-    def __enter__(self) -> RayActorLearner:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    @property
-    def actors(self) -> list:
-        """The handles of the actors, by index (a replaced actor has a new handle)."""
-        return self._actors.handles
-
-    @property
-    def restarts(self) -> int:
-        return self._actors.restarts
 
     def update(self) -> tuple[int, dict[str, float]]:
         """One learner step on `learner_batch` unrolls (or one central unroll); publishes.

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from batchrl.config.run_config import algorithm_class
 from batchrl.core import Algorithm, RolloutLearner
-from batchrl.runners.ray.actors import Actors, limit_threads, merge_episode_stats
+from batchrl.runners.ray.actors import ActorGroup, Actors, limit_threads, merge_episode_stats
 from batchrl.runners.ray.population import merge_statistics
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.simulate import needs_autograph, simulate
@@ -106,7 +106,7 @@ def _stream_of(rng_state: np.ndarray, index: int) -> np.ndarray:
     return state
 
 
-class RaySamplers:
+class RaySamplers(ActorGroup):
     """PPO's loop of collecting and learning, with the collecting spread over Ray actors.
 
     Each update puts the learner's acting variables, normalizer statistics and random
@@ -168,20 +168,6 @@ class RaySamplers:
         except BaseException:
             self.close()
             raise
-
-    def __enter__(self) -> RaySamplers:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    @property
-    def actors(self) -> list:
-        return self._actors.handles
-
-    @property
-    def restarts(self) -> int:
-        return self._actors.restarts
 
     def shared(self) -> tuple[list, list, np.ndarray]:
         """What the actors act with: weights, normalizer statistics, random stream."""
