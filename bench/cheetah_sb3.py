@@ -165,36 +165,11 @@ def sb3_sac_kwargs(config) -> dict:
 
 
 def run_sb3(name: str, steps: int, seed: int) -> dict:
-    """SB3's PPO or SAC for `steps` environment steps; the steps taken and the seconds."""
+    """SB3's PPO or SAC for `steps` environment steps; the steps taken and the seconds.
+
+    The clock covers building environments and model, and `learn`.
+    """
     config = load(name, steps, seed)
-    if config.algorithm.name == "sac":
-        return run_sb3_sac(config, steps, seed)
-    algo, env_cfg = config.ppo, config.env
-    limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
-    env_kwargs = {"max_episode_steps": limit} if limit else None
-    start = time.perf_counter()
-    env = make_vec_env(
-        env_cfg.id, env_cfg.num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs
-    )
-    try:
-        env = VecNormalize(  # batchrl's PPO always normalizes observations.
-            env,
-            norm_reward=algo.normalize_reward,
-            clip_obs=algo.observ_clip or np.inf,  # 0 turns batchrl's clipping off.
-            clip_reward=algo.reward_clip or np.inf,
-            gamma=algo.discount,
-        )
-        model = stable_baselines3.PPO(
-            "MlpPolicy", env, seed=seed, device="cpu", **sb3_kwargs(config)
-        )
-        model.learn(steps)
-        seconds = time.perf_counter() - start
-    finally:
-        env.close()
-    return {"method": SB3, "repeat": seed, "steps": model.num_timesteps, "seconds": seconds}
-
-
-def run_sb3_sac(config, steps: int, seed: int) -> dict:
     env_cfg = config.env
     limit = env_cfg.max_episode_steps  # 0 keeps Gymnasium's, as in batchrl.
     env_kwargs = {"max_episode_steps": limit} if limit else None
@@ -203,9 +178,22 @@ def run_sb3_sac(config, steps: int, seed: int) -> dict:
         env_cfg.id, env_cfg.num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs
     )
     try:
-        model = stable_baselines3.SAC(
-            "MlpPolicy", env, seed=seed, device="cpu", **sb3_sac_kwargs(config)
-        )
+        if config.algorithm.name == "sac":
+            model = stable_baselines3.SAC(
+                "MlpPolicy", env, seed=seed, device="cpu", **sb3_sac_kwargs(config)
+            )
+        else:
+            algo = config.ppo
+            env = VecNormalize(  # batchrl's PPO always normalizes observations.
+                env,
+                norm_reward=algo.normalize_reward,
+                clip_obs=algo.observ_clip or np.inf,  # 0 turns batchrl's clipping off.
+                clip_reward=algo.reward_clip or np.inf,
+                gamma=algo.discount,
+            )
+            model = stable_baselines3.PPO(
+                "MlpPolicy", env, seed=seed, device="cpu", **sb3_kwargs(config)
+            )
         model.learn(steps)
         seconds = time.perf_counter() - start
     finally:
