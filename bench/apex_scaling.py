@@ -1,6 +1,6 @@
-"""Ape-X on Ray with environments that sleep 2 ms per step: throughput for 1, 2, 4 actors.
+"""Ape-X on Ray with environments that sleep 2 ms per step: throughput for 1 to 8 actors.
 
-    python bench/apex_scaling.py                                  # 1, 2, 4 actors, 2 shards
+    python bench/apex_scaling.py                                  # 1, 2, 4, 8 actors, 2 shards
     python bench/apex_scaling.py --actors 1 2 --seconds 5 --warmup 20   # a smoke test
 
 The environments are `bench/ray_scaling.py`'s (`bench/ray_envs.py`: every step sleeps
@@ -21,6 +21,7 @@ Ray is started on this machine for the run (`ray.init(address="local")`).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -72,7 +73,7 @@ def apex_rates(actors: int, shards: int, warmup: int, seconds: float) -> tuple[f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=int, default=50, help="learner updates")
@@ -80,8 +81,11 @@ def main() -> None:
 
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    print(f"start: {load()}", flush=True)
+    # Ray's CPUs are labels for scheduling: 8 actors and 2 shards of 0.25 need 2.5 of them,
+    # more than this machine's 2 cores, which they share while their environments sleep.
+    cpus = max(2, math.ceil(0.25 * (max(args.actors) + args.shards)))
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    print(f"start: {load()}, {cpus} Ray CPUs on {os.cpu_count()} cores", flush=True)
     try:
         base = None
         for actors in args.actors:
