@@ -56,6 +56,12 @@ PRESETS = {
     "cartpole_impala": 475.0,
     "cartpole_es": 475.0,
     "pendulum_es": -200.0,
+    "cartpole_dqn": 475.0,
+    "cartpole_dqn_tf": 475.0,
+    "pendulum_sac": -200.0,
+    "pendulum_sac_tf": -200.0,
+    "pendulum_td3": -200.0,
+    "pendulum_td3_tf": -200.0,
 }
 _FINAL = re.compile(
     r"step ([\d,]+)/[\d,]+ \(\d+%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
