@@ -141,11 +141,13 @@ def _check_resume(config: Config, logdir: Path) -> None:
             for key in saved[section]
             if saved[section][key] != config[section][key]
         ]
+        if saved.train.population != config.train.population:  # The shape of every variable.
+            changed.append("train.population")
         if changed:
             raise ConfigError(
                 f"{logdir} holds a run with a different config: {', '.join(changed)} differ. "
-                "Only train.* and runner keys may change on resume; use a new --logdir for "
-                "a new run."
+                "Only train.* keys (not train.population) and runner keys may change on "
+                "resume; use a new --logdir for a new run."
             )
     _check_writable(logdir)
 
