@@ -263,10 +263,13 @@ class Trainer(abc.ABC):
         writes them from the returned statistics.
       jit_compile: `step` is an XLA computation, which records no summaries, so the
         loop calls it without a default summary writer.
+      members: M members of a population (`train.population`) train in each `step`; the
+        statistics are then [M] arrays, and the environment steps each member's.
     """
 
     in_graph_logging: bool = False
     jit_compile: bool = False
+    members: int = 1  # M > 1: a population, whose statistics and summaries are [M].
 
     @abc.abstractmethod
     def step(self) -> tuple[int, dict[str, Any]]:

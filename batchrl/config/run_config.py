@@ -104,6 +104,7 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
+    _check_population(config)
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
     if check is not None:
@@ -266,6 +267,37 @@ def _check_train(train: Config) -> None:
     _positive(train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes")
     _require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
     _require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
+
+
+def _check_population(config: Config) -> None:
+    """Refuses what a population (`train.population` > 1) cannot train yet, naming the key."""
+    population = config.train.population
+    _require(population >= 1, "train.population", population, ">= 1")
+    if population == 1:
+        return
+    _require(
+        config.train.seed + population <= 2**31,
+        "train.seed",
+        config.train.seed,
+        f"at most 2**31 - {population} with train.population={population} (member seeds)",
+    )
+    needs = {
+        "algorithm.name": (config.algorithm.name, "ppo"),
+        "env.backend": (config.env.backend, "tensorflow"),
+        "network.name": (config.network.name, "feedforward"),
+        "runner.name": (config.runner.name, "local"),
+    }
+    if config.algorithm.name == "ppo":
+        needs["ppo.update_mode"] = (config.ppo.update_mode, "steps")
+        needs["ppo.jit_update"] = (config.ppo.jit_update, False)
+    needs["train.export_best"] = (config.train.export_best, False)
+    for key, (value, valid) in needs.items():
+        if value != valid:
+            raise ConfigError(
+                f"train.population={population} does not support {key}={value!r}; a "
+                f"population needs {key}={valid!r} (PPO with feed-forward networks on "
+                "environments in TensorFlow ops, runner local), or train.population=1."
+            )
 
 
 def _check_network(network: Config) -> None:

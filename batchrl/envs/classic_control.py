@@ -34,6 +34,10 @@ class ClassicControlEnv(InGraphEnv):
     kernels, so under `jit_compile=True` the draws are reproducible but not the same
     numbers as eagerly; the dynamics agree in both.
 
+    Members: after `set_members(M)`, the batch is M blocks of B / M environments, block m
+    drawing as a batch of B / M seeded `seed + m` would (key `seed + m`, counter (i mod
+    B / M, k)): the environments of a population of M agents (`train.population`).
+
     State, observations and rewards are float32. The dynamics compute in float32 unless a
     subclass says otherwise, where Gymnasium mostly uses float64; one step agrees with
     Gymnasium to float32 rounding (rtol = atol = 1e-5 in the tests).
@@ -60,6 +64,7 @@ class ClassicControlEnv(InGraphEnv):
         if not 0 <= int(seed) < 2**31:
             raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         self._seed = Untracked({"seed": tf.Variable(int(seed), trainable=False, name="seed")})
+        self.members = 1  # Blocks of environments with seeds seed, seed + 1, ...
         self.max_episode_steps = int(max_episode_steps)
         self.state = tf.Variable(tf.zeros([batch_size, state_size], tf.float32), trainable=False)
         self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
@@ -80,6 +85,19 @@ class ClassicControlEnv(InGraphEnv):
             raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         self._seed.variables["seed"].assign(int(seed))
         self.episodes.assign(tf.zeros_like(self.episodes))
+
+    def set_members(self, members: int) -> None:
+        """Splits the batch into `members` blocks whose streams are seeded seed, seed + 1, ...
+
+        Call it before the first reset (before tracing); `seed` then stays the first
+        block's seed, and setting it moves every block's.
+
+        Raises:
+          ValueError: `members` does not divide the batch size.
+        """
+        if members < 1 or len(self) % members:
+            raise ValueError(f"{members} members cannot split a batch of {len(self)}.")
+        self.members = int(members)
 
     def set_state(self, state: tf.Tensor, indices: tf.Tensor | None = None) -> None:
         """Overwrites the physical state of the environments at `indices` (all when None).
@@ -129,11 +147,16 @@ class ClassicControlEnv(InGraphEnv):
         # and `stateless_uniform` each hash theirs with a Philox evaluation that XLA copies
         # into several kernels, which made the training call's compile 0.4 s longer on
         # cartpole_tf (docs/lab-log.md, 2026-11-25, commit bc49931).
-        key = tf.reshape(tf.cast(self._seed.variables["seed"], tf.uint64), [1])
+        seed = tf.cast(self._seed.variables["seed"], tf.uint64)
+        per_member = len(self) // self.members
 
         def draw(index_and_episode):
-            stream = tf.cast(index_and_episode, tf.uint64)
-            counter = tf.stack([tf.constant(0, tf.uint64), stream[0] * 2**32 + stream[1]])
+            index, episode = index_and_episode[0], index_and_episode[1]
+            # Environment i of the batch is environment i mod B/M of member i // (B/M).
+            member = tf.cast(index // per_member, tf.uint64)
+            stream = tf.cast(index % per_member, tf.uint64) * 2**32 + tf.cast(episode, tf.uint64)
+            key = tf.reshape(seed + member, [1])
+            counter = tf.stack([tf.constant(0, tf.uint64), stream])
             return tf.raw_ops.StatelessRandomUniformV2(
                 shape=[size], key=key, counter=counter, alg=tf.random.Algorithm.PHILOX.value
             )

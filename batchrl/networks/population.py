@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.networks.mlp import ACTIVATIONS
+from batchrl.networks.mlp import ACTIVATIONS, MLP
 
 
 class PopulationNetwork(abc.ABC):
@@ -79,6 +79,25 @@ class PopulationMLP(PopulationNetwork):
             gain = self._output_gain if last else float(np.sqrt(2))
             init = tf.initializers.Orthogonal(gain=gain, seed=int(seed) + index)
             parts += [tf.reshape(init([units_in, units_out]), [-1]), tf.zeros([units_out])]
+        return tf.concat(parts, 0)  # [D]
+
+    def flatten(self, mlp: MLP) -> tf.Tensor:
+        """The parameters [D] of an `MLP` of the same sizes, in this network's layout.
+
+        `apply` on them computes what `mlp` computes (to float32 rounding: a batched
+        product may round differently): a population can start from M such networks.
+
+        Raises:
+          ValueError: `mlp` has convolutions, is not built, or its sizes differ.
+        """
+        layers = [*mlp.hidden, mlp.output]
+        shapes = [tuple(layer.w.shape) if layer.w is not None else None for layer in layers]
+        if mlp.conv or shapes != self.shapes:
+            raise ValueError(
+                f"An MLP of layers {shapes} (convolutions {len(mlp.conv)}) is not one of "
+                f"{self.shapes}."
+            )
+        parts = [tf.reshape(p, [-1]) for layer in layers for p in (layer.w, layer.b)]
         return tf.concat(parts, 0)  # [D]
 
     def apply(self, params: tf.Tensor, observ: tf.Tensor) -> tf.Tensor:

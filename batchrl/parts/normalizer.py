@@ -156,7 +156,12 @@ class RewardScaler(tf.Module):
     """
 
     def __init__(
-        self, batch_size: int, discount: float, clip: float | None = 10.0, name: str | None = None
+        self,
+        batch_size: int,
+        discount: float,
+        clip: float | None = 10.0,
+        name: str | None = None,
+        shape: Sequence[int] = (),
     ):
         """Creates zero statistics for `batch_size` agents.
 
@@ -165,13 +170,15 @@ class RewardScaler(tf.Module):
           discount: the discount of the return whose spread scales the rewards.
           clip: clip scaled rewards to [-clip, clip]; None or 0 turns it off.
           name: name of the module.
+          shape: the shape of each agent's reward; [M] gives M separate statistics, one
+            for each member of a population, whose agent i is then a row of M agents.
         """
         super().__init__(name=name)
         self._discount = discount
         with self.name_scope:
-            self.normalizer = StreamingNormalizer((), center=False, scale=True, clip=clip)
+            self.normalizer = StreamingNormalizer(shape, center=False, scale=True, clip=clip)
             self.discounted_return = tf.Variable(
-                tf.zeros([batch_size]), trainable=False, name="discounted_return"
+                tf.zeros([batch_size, *shape]), trainable=False, name="discounted_return"
             )
 
     def scale(self, agent_indices: tf.Tensor, reward: tf.Tensor, done: tf.Tensor) -> tf.Tensor:
@@ -179,13 +186,13 @@ class RewardScaler(tf.Module):
 
         Args:
           agent_indices: int32 [K].
-          reward: float32 [K].
-          done: bool [K], the step ended the agent's episode.
+          reward: float32 [K, *shape].
+          done: bool [K, *shape], the step ended the agent's episode.
 
         Returns:
-          The scaled rewards [K].
+          The scaled rewards [K, *shape].
         """
-        ret = tf.gather(self.discounted_return, agent_indices) * self._discount + reward  # [K]
+        ret = tf.gather(self.discounted_return, agent_indices) * self._discount + reward  # [K, ...]
         self.normalizer.update(ret)
         ret = tf.where(done, tf.zeros_like(ret), ret)
         self.discounted_return.scatter_nd_update(agent_indices[:, None], ret)

@@ -18,29 +18,34 @@ class LocalTrainer(Trainer):
     `train.jit_compile` one XLA computation (rollouts, advantages, every epoch and
     minibatch, the optimizer and the normalizers), which records no summaries: it returns
     `simulate`'s statistics and the algorithm's `summaries()` (if it has that method) as
-    tensors, and the train loop writes them.
+    tensors, and the train loop writes them. So does a population (`train.population`
+    M > 1), in graph mode too: its statistics and summaries are [M], one per member, and
+    a step's environment steps are each member's.
     """
 
     @classmethod
     def make_batch_env(cls, config, seed: int):
-        """The training environments: `env.num_envs` of them, in the graph."""
-        return make_in_graph_env(config.env, config.env.num_envs, seed)
+        """The training environments: `env.num_envs` of them (of each member), in the graph."""
+        members = config.train.population
+        return make_in_graph_env(config.env, config.env.num_envs, seed, members=members)
 
     def __init__(self, config, algo: Algorithm, batch_env, seed: int = 0):
         del seed  # The environments and the algorithm hold their random streams.
         steps = config.train.steps_per_call
+        self.members = members = config.train.population
         self.jit_compile = bool(config.train.jit_compile)
-        self.in_graph_logging = not self.jit_compile
-        self._env_steps = steps * len(batch_env)
+        # A population's statistics and summaries are [M], which the train loop writes.
+        self.in_graph_logging = not self.jit_compile and members == 1
+        self._env_steps = steps * len(batch_env) // members  # Each member's.
         autograph = needs_autograph(batch_env, algo)
-        if self.jit_compile:
+        if not self.in_graph_logging:
             summaries = getattr(algo, "summaries", None)
 
             def call():
-                stats = simulate(batch_env, algo, steps=steps)
+                stats = simulate(batch_env, algo, steps=steps, members=members)
                 return dict(stats, **summaries()) if summaries else stats
 
-            self._call = tf.function(call, jit_compile=True, autograph=autograph)
+            self._call = tf.function(call, jit_compile=self.jit_compile, autograph=autograph)
         else:
             self._call = tf.function(
                 lambda: simulate(batch_env, algo, log=True, steps=steps), autograph=autograph

@@ -27,7 +27,14 @@ _FIXED_SECTIONS = ("env", "algorithm", "network")
 
 
 def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
-    """The algorithm `algorithm.name` names, built for `batch_env` as training builds it."""
+    """The algorithm `algorithm.name` names, built for `batch_env` as training builds it.
+
+    With `train.population` > 1, a `PopulationPPO` of that many members.
+    """
+    if config.train.population > 1:
+        from batchrl.algorithms.ppo import PopulationPPO
+
+        return PopulationPPO(batch_env, config, step, seed=config.train.seed)
     return algorithm_class(config)(batch_env, config, step, seed=config.train.seed)
 
 
@@ -72,12 +79,14 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         env = config.env
         eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
         batch_env = make_batch_env(config, cfg.seed)
-        eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, eval_backend)
+        members = cfg.population  # Each evaluates in env.eval_envs of its own.
+        eval_seed = cfg.seed + 10**6
+        eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, eval_backend, members)
         if env.backend == "tensorflow" and env.eval_on_gymnasium and cfg.jit_compile:
             # Evaluations during training on the port (one XLA program a round with
             # train.eval_jit_compile); the final one on Gymnasium's environment.
             final_eval_env = eval_env
-            eval_env = make_in_graph_env(env, env.eval_envs, cfg.seed + 10**6, env.backend)
+            eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, env.backend, members)
         algo = make_algorithm(config, batch_env, step)
         tracked = {"step": step, "algo": algo}
         if _holds_its_state(batch_env):  # Environments in TensorFlow ops resume exactly.
@@ -132,11 +141,13 @@ def _check_resume(config: Config, logdir: Path) -> None:
             for key in saved[section]
             if saved[section][key] != config[section][key]
         ]
+        if saved.train.population != config.train.population:  # The shape of every variable.
+            changed.append("train.population")
         if changed:
             raise ConfigError(
                 f"{logdir} holds a run with a different config: {', '.join(changed)} differ. "
-                "Only train.* and runner keys may change on resume; use a new --logdir for "
-                "a new run."
+                "Only train.* keys (not train.population) and runner keys may change on "
+                "resume; use a new --logdir for a new run."
             )
     _check_writable(logdir)
 

@@ -142,29 +142,44 @@ class EnvSpaces:
         pass
 
 
-def make_in_graph_env(env_config, num_envs: int, seed: int, backend: str | None = None):
-    """An in-graph batch of `num_envs` environments for `simulate`.
+def make_in_graph_env(
+    env_config, num_envs: int, seed: int, backend: str | None = None, members: int = 1
+):
+    """An in-graph batch of `num_envs` environments for `simulate` (of each member).
 
     Args:
       env_config: the `env` section of a config.
-      num_envs: how many environments.
+      num_envs: how many environments (for each of `members`).
       seed: environment i starts its random stream from `seed + i` (Gymnasium), or the
         streams of the TensorFlow port are derived from `seed`.
       backend: 'gymnasium' or 'tensorflow'; defaults to `env_config.backend`.
+      members: blocks of `num_envs` environments, one per member of a population; on the
+        TensorFlow port block m draws as the batch of seed `seed + m` would.
 
     Returns:
-      An `InGraphEnv`; close it when done.
+      An `InGraphEnv` of `members * num_envs` environments; close it when done.
+
+    Raises:
+      ConfigError: `members` > 1 with a TensorFlow environment that cannot seed members.
     """
     # Imported here: environment workers import this module and must not load TensorFlow,
     # whose copy of LLVM crashes Mesa's software renderer (and costs seconds per worker).
     from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 
     backend = backend or env_config.backend
+    total = members * num_envs
     if backend == "tensorflow":
-        return make_tensorflow_env(
-            env_config.id, num_envs, seed % 2**31, env_config.max_episode_steps
-        )
-    return InGraphBatchEnv(make_batch_env(env_config, num_envs), seed=seed)
+        env = make_tensorflow_env(env_config.id, total, seed % 2**31, env_config.max_episode_steps)
+        if members > 1:
+            if not hasattr(env, "set_members"):
+                raise ConfigError(
+                    f"env.id={env_config.id!r} cannot seed the environments of each member "
+                    "(it has no set_members); train.population > 1 needs a port of "
+                    "batchrl.envs (a ClassicControlEnv)."
+                )
+            env.set_members(members)
+        return env
+    return InGraphBatchEnv(make_batch_env(env_config, total), seed=seed)
 
 
 def restart_streams(batch_env, seed: int) -> None:

@@ -7,7 +7,9 @@ import tensorflow as tf
 from batchrl.parts import summary
 
 
-def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[str, tf.Tensor]:
+def simulate(
+    batch_env, algo, log=False, reset=False, steps: int = 1, members: int = 1
+) -> dict[str, tf.Tensor]:
     """Runs `steps` batched environment steps driven by `algo`.
 
     Each step resets the environments whose episode ended (all of them in the first step
@@ -32,16 +34,27 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
       log: bool or bool tensor, whether to record summaries.
       reset: bool or bool tensor, whether to start new episodes everywhere first.
       steps: number of batched steps, a Python int or an int32 tensor.
+      members: with M > 1, the batch is M blocks of environments, one per member of a
+        population, and the statistics are each block's, [M]; `log` must be false.
 
     Returns:
-      A dict of scalar tensors over the episodes that finished during the call:
-      `episodes` (int32 count), `mean_return` and `mean_length` (float32, NaN when no
-      episode finished), and `steps`, the environment steps taken (steps x batch size).
+      A dict of scalar tensors (or [M] with `members`) over the episodes that finished
+      during the call: `episodes` (int32 count), `mean_return` and `mean_length` (float32,
+      NaN when no episode finished), and `steps`, the environment steps taken (steps x
+      batch size).
     """
+    if members > 1 and log is not False:
+        raise ValueError("simulate records no summaries of members: call it with log=False.")
     log = tf.convert_to_tensor(log, tf.bool)
     reset = tf.convert_to_tensor(reset, tf.bool)
     steps = tf.convert_to_tensor(steps, tf.int32)
     all_indices = tf.range(len(batch_env))  # [B]
+
+    def total(x):
+        """The sum of `x` [B]: a scalar, or [M], each member's."""
+        if members == 1:
+            return tf.reduce_sum(x)
+        return tf.reduce_sum(tf.reshape(x, [members, -1]), 1)
 
     def body(step, sum_return, sum_length, episodes):
         in_order = _InOrder(step)
@@ -59,9 +72,9 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
         ended_length = tf.where(done_mask, batch_env.episode_length, 0)  # [B]
         return (
             step + 1,
-            sum_return + tf.reduce_sum(ended_return),
-            sum_length + tf.reduce_sum(ended_length),
-            episodes + tf.reduce_sum(tf.cast(done_mask, tf.int32)),
+            sum_return + total(ended_return),
+            sum_length + total(ended_length),
+            episodes + total(tf.cast(done_mask, tf.int32)),
         )
 
     def run(first, last, totals):
@@ -71,7 +84,8 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
         )
         return totals
 
-    totals = (tf.constant(0.0), tf.constant(0), tf.constant(0))
+    shape = [] if members == 1 else [members]
+    totals = (tf.zeros(shape), tf.zeros(shape, tf.int32), tf.zeros(shape, tf.int32))
     if getattr(algo, "steps_to_update", lambda: None)() is None:
         sum_return, sum_length, episodes = run(tf.constant(0), steps, totals)
     else:
@@ -97,10 +111,11 @@ def simulate(batch_env, algo, log=False, reset=False, steps: int = 1) -> dict[st
     mean_length = tf.where(
         episodes > 0, tf.cast(sum_length, tf.float32) / tf.maximum(count, 1.0), nan
     )
-    with tf.summary.record_if(tf.logical_and(log, episodes > 0)):
-        summary.scalar("simulate/mean_return", mean_return)
-        summary.scalar("simulate/mean_length", mean_length)
-        summary.scalar("simulate/episodes", episodes)
+    if members == 1:
+        with tf.summary.record_if(tf.logical_and(log, episodes > 0)):
+            summary.scalar("simulate/mean_return", mean_return)
+            summary.scalar("simulate/mean_length", mean_length)
+            summary.scalar("simulate/episodes", episodes)
     return {
         "episodes": episodes,
         "mean_return": mean_return,

@@ -4,13 +4,15 @@
 signals, summaries and decisions; `Checkpoints` saves atomically and resumes past
 unreadable files; `Evaluation` scores the policy on whole episodes; `PolicyEvaluator`
 hands an algorithm's greedy policy to it; `export_policy` writes a SavedModel; `video`
-records episodes. Which runner spreads the work (local, threads, Ray) is in
-`batchrl.runners`, and `batchrl.runners.train` assembles a run from its config.
+records episodes; `MemberLogs` writes a population's summaries member by member. Which
+runner spreads the work (local, threads, Ray) is in `batchrl.runners`, and
+`batchrl.runners.train` assembles a run from its config.
 """
 
 from batchrl.training.checkpoints import CheckpointError, Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import export_policy
+from batchrl.training.members import MemberLogs
 from batchrl.training.policy_evaluator import PolicyEvaluator
 from batchrl.training.train_loop import Interrupted, Progress, run
 from batchrl.training.video import VideoWriter, record_episode
@@ -20,6 +22,7 @@ __all__ = [
     "Checkpoints",
     "Evaluation",
     "Interrupted",
+    "MemberLogs",
     "PolicyEvaluator",
     "Progress",
     "VideoWriter",

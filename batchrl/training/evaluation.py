@@ -31,9 +31,21 @@ class Evaluation:
         steps_per_call: int = 64,
         jit_compile: bool = False,
         max_steps: int = 100_000,
+        members: int = 1,
     ):
+        """Args:
+        batch_env: the evaluation environments; with `members`, M blocks of them.
+        algo: what acts, e.g. a `PolicyEvaluator`.
+        episodes: at least this many episodes in a run (of each member).
+        steps_per_call: batched steps per graph call (without `jit_compile`).
+        jit_compile: run each round as one XLA program.
+        max_steps: batched steps a round takes at most (with `jit_compile`).
+        members: M > 1: block m of the environments is member m's, and `run` reports
+          each member's mean too.
+        """
         self._recorder = EpisodeRecorder(algo, len(batch_env))
-        self._rounds = math.ceil(episodes / len(batch_env))
+        self._members = members
+        self._rounds = math.ceil(episodes * members / len(batch_env))
         self._jit_compile = jit_compile
         recorder = self._recorder
 
@@ -51,6 +63,9 @@ class Evaluation:
 
     def run(self, writer=None, step=None) -> dict[str, float]:
         """Returns `mean_return`, `mean_length` and `episodes`; writes them as summaries.
+
+        With members, also `member_returns`, each member's mean return [M] (the
+        summaries are of all members).
 
         The episodes continue the environments' random streams;
         `batchrl.tools.environments.restart_streams` first makes them depend on a seed alone
@@ -73,6 +88,9 @@ class Evaluation:
             "mean_length": float(np.mean(lengths)),
             "episodes": len(returns),
         }
+        if self._members > 1:  # Each round's returns are member-major: [rounds, M, E].
+            by_member = np.reshape(returns, [self._rounds, self._members, -1])
+            result["member_returns"] = by_member.mean(axis=(0, 2)).tolist()
         if writer is not None:
             with writer.as_default(step=step):
                 summary.scalar("eval/mean_return", result["mean_return"])

@@ -19,6 +19,7 @@ from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import METADATA, export_policy
+from batchrl.training.members import MemberLogs
 from batchrl.training.policy_evaluator import PolicyEvaluator
 
 
@@ -88,8 +89,13 @@ def run(
       final_eval_env: the environments of the final evaluation, if not `eval_env` (e.g.
         Gymnasium's, where `eval_env` is the TensorFlow port).
 
+    A population (`trainer.members` M > 1) writes each member's scalars to
+    `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`,
+    prints a table of the members at the end, and exports no policy.
+
     Returns:
-      The final `step`, and the latest `train_return` and `eval_return` (NaN if none).
+      The final `step`, and the latest `train_return` and `eval_return` (NaN if none);
+      for a population their means over members, and `members`, each member's.
 
     Raises:
       Interrupted: on SIGINT or SIGTERM, after a checkpoint of the last finished call.
@@ -97,13 +103,17 @@ def run(
     cfg, logdir = train_config, Path(logdir)
     train_writer = tf.summary.create_file_writer(str(logdir / "train"))
     eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
+    members = getattr(trainer, "members", 1)
+    logs = MemberLogs(logdir, [cfg.seed + m for m in range(members)]) if members > 1 else None
     evaluation = None
     if policy is not None and cfg.eval_every:
         evaluator = PolicyEvaluator(policy, len(eval_env))
         # Environments in TensorFlow ops may evaluate a whole round in one XLA program.
         in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
         jit_compile = bool(cfg.eval_jit_compile) and in_tensorflow
-        evaluation = Evaluation(eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile)
+        evaluation = Evaluation(
+            eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile, members=members
+        )
     best = None
     if evaluation is not None and cfg.export_best:
         best = BestPolicy(policy, eval_env.observation_space, logdir / "policy_best")
@@ -124,6 +134,8 @@ def run(
                 first_call = False
                 took = time.time() - start_time
                 progress(f"First training call, tracing included: {took:.1f} s.", final=True)
+            if logs is not None:  # Each member's [M] statistics; their means below.
+                stats = logs.train(stats, step)
             if int(stats["episodes"]):
                 last["train_return"] = float(stats["mean_return"])
             with train_writer.as_default(step=step):
@@ -144,7 +156,7 @@ def run(
                 raise Interrupted(signals.received, message)
             if next_eval is not None and int(step) >= next_eval:
                 restart_streams(eval_env, _eval_seed(cfg.seed, int(step)))
-                last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+                last["eval_return"] = _evaluate(evaluation, eval_writer, step, logs)
                 next_eval = _next_multiple(int(step), cfg.eval_every)
                 evaluated_at = int(step)
                 if best is not None:
@@ -159,17 +171,21 @@ def run(
     if final_eval_env is not None and evaluation is not None:
         final_env = final_eval_env
         evaluator = PolicyEvaluator(policy, len(final_eval_env))
-        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes)
+        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes, members=members)
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
         restart_streams(final_env, _eval_seed(cfg.seed, int(step)))
-        last["eval_return"] = evaluation.run(eval_writer, step)["mean_return"]
+        last["eval_return"] = _evaluate(evaluation, eval_writer, step, logs)
         if best is not None and final_eval_env is None:  # Comparable with the others.
             best.offer(int(step), last["eval_return"], progress)
-    if policy is not None:
+    if policy is not None and logs is None:
         export_policy(policy, eval_env.observation_space, logdir / "policy")
     train_writer.flush()
     eval_writer.flush()
+    if logs is not None:
+        logs.flush()
+        progress(f"Members of the population:\n{logs.table()}", final=True)
+        last["members"] = logs.members()
     elapsed = time.time() - start_time
     rate = (int(step) - start_step) / max(elapsed, 1e-9)
     status = _status(int(step), cfg.total_steps, None, last)
@@ -199,6 +215,14 @@ class BestPolicy:
         self.best = eval_return
         progress(f"Best evaluation so far, {eval_return:.2f}: exported to {self.path}.", final=True)
         return True
+
+
+def _evaluate(evaluation: Evaluation, writer, step, logs: MemberLogs | None) -> float:
+    """Runs `evaluation`, writes its summaries (each member's too); returns the mean return."""
+    result = evaluation.run(writer, step)
+    if logs is not None:
+        logs.eval(result, step)
+    return result["mean_return"]
 
 
 def _eval_seed(seed: int, step: int) -> int:

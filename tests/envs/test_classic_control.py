@@ -171,3 +171,19 @@ def test_seed_is_a_variable_of_the_compiled_program(jit_compile):
     assert not np.array_equal(first, second)
     with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31\), got -1"):
         env.seed = -1
+
+
+@pytest.mark.parametrize("env_cls, sample_action", ENVS)
+def test_members_draw_as_batches_of_their_seeds(env_cls, sample_action):
+    """Block m of a batch split into members resets as a batch seeded seed + m."""
+    del sample_action
+    env = env_cls(6, seed=7)
+    env.set_members(3)
+    initial = env.reset().numpy()  # [6, O]
+    for member in range(3):
+        alone = env_cls(2, seed=7 + member).reset().numpy()
+        np.testing.assert_array_equal(initial[2 * member : 2 * member + 2], alone)
+    env.seed = 9  # Moves every block: block m now draws from 9 + m.
+    np.testing.assert_array_equal(env.reset().numpy()[4:], env_cls(2, seed=11).reset().numpy())
+    with pytest.raises(ValueError, match="4 members cannot split a batch of 6"):
+        env_cls(6, seed=7).set_members(4)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.networks import MLP, Conv2D, batch_apply
+from batchrl.networks import MLP, Conv2D, PopulationMLP, batch_apply
 
 
 @pytest.mark.parametrize("mode", ["eager", "function"])
@@ -50,3 +50,15 @@ def test_mlp_with_convolutions_takes_images_and_rejects_vectors():
     assert network.hidden[0].w.shape == (72, 8)
     with pytest.raises(ValueError, match=r"image observations \[N, H, W, C\]"):
         MLP([8], 3, conv_filters=[4])(tf.zeros([5, 6]))
+
+
+def test_population_mlp_computes_what_the_mlps_it_flattens_compute():
+    mlps = [MLP([8, 8], 3, "tanh", 0.5) for _ in range(2)]
+    observ = tf.random.stateless_normal([2, 5, 4], seed=[1, 2])  # [M, N, O]
+    expected = [mlp(observ[m]) for m, mlp in enumerate(mlps)]
+    population = PopulationMLP(4, [8, 8], 3, "tanh")
+    params = tf.stack([population.flatten(mlp) for mlp in mlps])  # [M, D]
+    assert params.shape == (2, population.num_params)
+    np.testing.assert_allclose(population.apply(params, observ), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="is not one of"):
+        PopulationMLP(4, [8], 3).flatten(mlps[0])

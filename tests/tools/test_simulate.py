@@ -206,3 +206,19 @@ def test_scheduled_updates_with_a_tensor_step_count():
     for steps in (3, 6, 1, 2):  # Updates at 4, 8 and 12 steps.
         call(tf.constant(steps))
     assert algo.log.numpy()[:4].tolist() == [4, 8, 12, 0]
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_statistics_of_members(in_function):
+    # Member 0 owns environments 0 and 1 (episodes of 2 and 3 steps), member 1
+    # environments 2 and 3 (4 and 2 steps). In 9 steps member 0 finishes 4 episodes
+    # returning 3 and 3 returning 6, member 1 two returning 10 and 4 returning 3.
+    _, env = make_env([2, 3, 4, 2])
+    algo = make_algo(env)
+    call = lambda: simulate(env, algo, steps=9, members=2)  # noqa: E731
+    stats = tf.function(call)() if in_function else call()
+    np.testing.assert_array_equal(stats["episodes"], [7, 6])
+    np.testing.assert_allclose(stats["mean_return"], [30 / 7, 32 / 6], rtol=1e-6)
+    np.testing.assert_allclose(stats["mean_length"], [17 / 7, 16 / 6], rtol=1e-6)
+    with pytest.raises(ValueError, match="log=False"):
+        simulate(env, algo, log=True, members=2)

@@ -148,22 +148,12 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         # The names checkpoints of batchrl 0.1 gave them, so that those restore too.
         self.reward_normalizer = self.reward_scaler.normalizer
         self._discounted_return = self.reward_scaler.discounted_return
-        self.head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
-        self.policy = make_network(network, network.policy_layers, self.head.size, 0.01, "policy")
+        self.head, self.policy, self.value = make_networks(network, batch_env)
         if self.recurrent:
-            self.value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
-        else:  # An MLP for feedforward; the critic graph network for graph.
-            self.value = make_network(network, network.value_layers, 1, 1.0, "value")
-        dummy = tf.zeros((1,) + self._observ_shape)
-        if self.recurrent:
-            self.policy(dummy, self.policy.initial_state(1))
             # Each agent's policy state, and the states the rollout started from.
             self._state = _zeros([self._batch_size, self.policy.state_size])
             self._rollout_state = _zeros([self._batch_size, self.policy.state_size])
             self._first = _zeros([self._batch_size], tf.bool)  # The next step begins an episode.
-        else:
-            self.policy(dummy)
-        self.value(dummy)
         self._trainable = (
             self.policy.trainable_variables
             + self.value.trainable_variables
@@ -338,9 +328,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         )  # [T, N]
         target = advantage + value  # [T, N]
         if cfg.normalize_advantage:
-            mean = utility.masked_mean(advantage, mask)
-            std = tf.sqrt(utility.masked_mean(tf.square(advantage - mean), mask))
-            advantage = (advantage - mean) / (std + 1e-8)
+            advantage = utility.normalize_advantage(advantage, mask)
         old_log_std = None if self.head.size == 0 else tf.identity(self._log_std())
         data = {
             "observ": batch["observ"],
@@ -442,42 +430,24 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             output, batch = self._policy_output(batch)
             dist = self.head(output)
             old_dist = self.head(batch["output"], old_log_std)
-            log_prob = dist.log_prob(batch["sample"])  # [M]
-            old_log_prob = old_dist.log_prob(batch["sample"])  # [M]
-            if cfg.objective == "clip":
-                policy_loss, extra = utility.clipped_surrogate_loss(
-                    log_prob, old_log_prob, batch["advantage"], cfg.clip_ratio
-                )
-                clip_fraction = extra.clip_fraction
-            else:
-                kl = old_dist.kl_divergence(dist)  # [M]
-                policy_loss, _ = utility.kl_penalty_loss(
-                    log_prob,
-                    old_log_prob,
-                    batch["advantage"],
-                    kl,
-                    self.penalty,
-                    cfg.kl_target,
-                    cfg.kl_cutoff_factor,
-                    cfg.kl_cutoff_coef,
-                )
-                clip_fraction = tf.constant(0.0)
-            value = self._value(batch["observ"])  # [M]
-            value_clip = cfg.value_clip if cfg.value_clip > 0 else None
-            value_loss = utility.value_loss(value, batch["target"], batch["old_value"], value_clip)
-            entropy = tf.reduce_mean(dist.entropy())
-            loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+            terms = {
+                "log_prob": dist.log_prob(batch["sample"]),  # [M]
+                "old_log_prob": old_dist.log_prob(batch["sample"]),  # [M]
+                "entropy": dist.entropy(),  # [M]
+                "value": self._value(batch["observ"]),  # [M]
+                "advantage": batch["advantage"],
+                "target": batch["target"],
+                "old_value": batch["old_value"],
+            }
+            if cfg.objective == "kl_penalty":
+                terms["kl"] = old_dist.kl_divergence(dist)  # [M]
+                terms["penalty"] = self.penalty
+            loss, metrics = minibatch_loss(cfg, terms)
         variables = self._trainable
         gradients = tape.gradient(loss, variables)
         gradients, grad_norm = tf.clip_by_global_norm(gradients, cfg.max_grad_norm)
         self.optimizer.apply_gradients(zip(gradients, variables))
-        return {
-            "policy_loss": policy_loss,
-            "value_loss": value_loss,
-            "entropy": entropy,
-            "clip_fraction": clip_fraction,
-            "grad_norm": grad_norm,
-        }
+        return dict(metrics, grad_norm=grad_norm)
 
     def _mean_kl(self, batch, old_log_std):
         output, batch = self._policy_output(batch)
@@ -546,6 +516,76 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         dist = self.head(output)
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
+
+
+def minibatch_loss(cfg, terms: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """PPO's loss on a minibatch of M steps: policy loss + c_v value loss - c_e entropy.
+
+    Args:
+      cfg: the `ppo` section (objective, clip_ratio, kl_*, value_clip, value_coef,
+        entropy_coef).
+      terms: `log_prob` and `old_log_prob` of the samples under the current and the
+        acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
+        `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
+        KL(old || new) at each step, and `penalty`, the scalar coefficient.
+
+    Returns:
+      The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
+      `clip_fraction` (0 with kl_penalty).
+    """
+    if cfg.objective == "clip":
+        policy_loss, extra = utility.clipped_surrogate_loss(
+            terms["log_prob"], terms["old_log_prob"], terms["advantage"], cfg.clip_ratio
+        )
+        clip_fraction = extra.clip_fraction
+    else:
+        policy_loss, _ = utility.kl_penalty_loss(
+            terms["log_prob"],
+            terms["old_log_prob"],
+            terms["advantage"],
+            terms["kl"],
+            terms["penalty"],
+            cfg.kl_target,
+            cfg.kl_cutoff_factor,
+            cfg.kl_cutoff_coef,
+        )
+        clip_fraction = tf.constant(0.0)
+    value_clip = cfg.value_clip if cfg.value_clip > 0 else None
+    value_loss = utility.value_loss(terms["value"], terms["target"], terms["old_value"], value_clip)
+    entropy = tf.reduce_mean(terms["entropy"])
+    loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+    metrics = {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "entropy": entropy,
+        "clip_fraction": clip_fraction,
+    }
+    return loss, metrics
+
+
+def make_networks(network, batch_env) -> tuple[PolicyHead, tf.Module, tf.Module]:
+    """PPO's policy head, policy network and value network, their variables created.
+
+    The weight initializers draw from the global seed (`tf.keras.utils.set_random_seed`),
+    in this order: the policy's layers, then the value's.
+
+    Args:
+      network: the `network` section of a config.
+      batch_env: the environments, for their observation and action spaces.
+    """
+    head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
+    policy = make_network(network, network.policy_layers, head.size, 0.01, "policy")
+    if is_recurrent(network):
+        value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
+    else:  # An MLP for feedforward; the critic graph network for graph.
+        value = make_network(network, network.value_layers, 1, 1.0, "value")
+    dummy = tf.zeros((1,) + tuple(batch_env.observation_space.shape))
+    if is_recurrent(network):
+        policy(dummy, policy.initial_state(1))
+    else:
+        policy(dummy)
+    value(dummy)
+    return head, policy, value
 
 
 def _zeros(shape, dtype=tf.float32):

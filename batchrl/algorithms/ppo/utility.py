@@ -53,6 +53,26 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
     return tf.math.divide_no_nan(total, count)
 
 
+def normalize_advantage(advantage: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+    """Advantages standardized over the entries where `mask` is set.
+
+        A' = (A - mean(A)) / (std(A) + 1e-8)
+
+    with the population standard deviation, as OpenAI baselines' ppo2 and SB3 do (an
+    implementation detail, not in Schulman et al. 2017).
+
+    Args:
+      advantage: [T, B] advantages.
+      mask: Optional [T, B] bool; entries that count.
+
+    Returns:
+      The standardized advantages [T, B].
+    """
+    mean = masked_mean(advantage, mask)
+    std = tf.sqrt(masked_mean(tf.square(advantage - mean), mask))
+    return (advantage - mean) / (std + 1e-8)
+
+
 def _reverse_discounted_cumsum(x: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
     """y_t = x_t + factor_t * y_{t+1} with y_T = 0, along the leading time axis.
 
@@ -425,3 +445,31 @@ def explained_variance(
         1.0 - tf.math.divide_no_nan(var_residual, var_target),
         tf.zeros_like(var_target),
     )
+
+
+def clip_by_member_norm(
+    gradients: list[tf.Tensor], clip_norm: float
+) -> tuple[list[tf.Tensor], tf.Tensor]:
+    """`tf.clip_by_global_norm` for each member of a population, on gradients [M, ...].
+
+        norm_m = sqrt(sum over tensors of sum(g_m^2))
+        g_m <- g_m * clip_norm / max(norm_m, clip_norm)
+
+    Member m's gradients are scaled by its own norm, as a run of that member alone
+    (Pascanu et al. 2013, https://arxiv.org/abs/1211.5063, as tf.clip_by_global_norm).
+
+    Args:
+      gradients: tensors [M, ...], the same M leading each.
+      clip_norm: the largest norm left unscaled.
+
+    Returns:
+      The scaled gradients, and the norms [M] before scaling.
+    """
+    half_squares = [
+        tf.reduce_sum(tf.square(g), axis=list(range(1, g.shape.rank))) / 2 for g in gradients
+    ]  # [M] each
+    norm = tf.sqrt(tf.add_n(half_squares) * 2)  # [M]
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)  # [M]
+    scale += norm - norm  # NaN norms give NaN gradients, as tf.clip_by_global_norm's do.
+    clipped = [g * tf.reshape(scale, [-1] + [1] * (g.shape.rank - 1)) for g in gradients]
+    return clipped, norm

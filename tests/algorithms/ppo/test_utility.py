@@ -291,3 +291,30 @@ def test_masked_mean(mode):
     assert fn(x[0], None).numpy() == pytest.approx(1.5)
     # A [B] mask broadcasts over time [T, B].
     assert fn(x, tf.constant([True, False])).numpy() == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("mode", MODES_XLA)
+def test_normalize_advantage(mode):
+    fn = compile_fn(utility.normalize_advantage, mode)
+    advantage = tf.constant([[1.0, 2.0], [3.0, 100.0]])
+    # Mean 2 and std sqrt(2/3) over the three valid entries; the padded one is ignored.
+    result = fn(advantage, tf.constant([[True, True], [True, False]])).numpy()
+    std = math.sqrt(2 / 3)
+    np.testing.assert_allclose(result[:, 0], [-1 / std, 1 / std], rtol=1e-6)
+    np.testing.assert_allclose(result[0, 1], 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES_XLA)
+def test_clip_by_member_norm_clips_each_member_as_clip_by_global_norm(mode):
+    fn = compile_fn(utility.clip_by_member_norm, mode)
+    # Member 0: norm 5 (3, 4), clipped to 1; member 1: norm 0.5, unchanged.
+    first = tf.constant([[3.0], [0.3]])  # [M, 1]
+    second = tf.constant([[[0.0, 4.0]], [[0.0, 0.4]]])  # [M, 1, 2]
+    (clipped_first, clipped_second), norm = fn([first, second], 1.0)
+    np.testing.assert_allclose(norm.numpy(), [5.0, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(clipped_first.numpy(), [[0.6], [0.3]], rtol=1e-6)
+    np.testing.assert_allclose(clipped_second.numpy(), [[[0.0, 0.8]], [[0.0, 0.4]]], rtol=1e-6)
+    for member in range(2):
+        expected, global_norm = tf.clip_by_global_norm([first[member], second[member]], 1.0)
+        assert norm[member].numpy() == pytest.approx(global_norm.numpy(), rel=1e-6)
+        np.testing.assert_allclose(clipped_second[member], expected[1], rtol=1e-6)

@@ -1,0 +1,85 @@
+"""Summaries and the final table of a population's members, one TensorBoard run each."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from batchrl.parts import summary
+
+
+class MemberLogs:
+    """Writes each member's scalars to `<logdir>/member-<m>/train` and `.../eval`.
+
+    The train loop hands it the statistics of a population's training call, [M] arrays,
+    and writes what it returns, the means over members (over those that finished an
+    episode, for returns), to the run's own `train/`, as for a single run:
+
+        logs = MemberLogs(logdir, seeds)
+        stats = logs.train(stats, step)            # [M] each -> scalars
+        logs.eval(evaluation.run(...), step)       # member_returns [M]
+        progress(logs.table())
+    """
+
+    def __init__(self, logdir: str | Path, seeds: list[int]):
+        self.seeds = list(seeds)
+        names = [f"member-{m:02d}" for m in range(len(self.seeds))]
+        logdir = Path(logdir)
+        self._train = [tf.summary.create_file_writer(str(logdir / n / "train")) for n in names]
+        self._eval = [tf.summary.create_file_writer(str(logdir / n / "eval")) for n in names]
+        self.train_returns = [math.nan] * len(self.seeds)
+        self.eval_returns = [math.nan] * len(self.seeds)
+
+    def train(self, stats: dict, step) -> dict:
+        """Writes each member's `simulate/*` and algorithm scalars; returns their means."""
+        stats = {name: np.asarray(value) for name, value in stats.items()}
+        episodes = stats["episodes"]
+        for m, writer in enumerate(self._train):
+            with writer.as_default(step=step):
+                if episodes[m]:
+                    self.train_returns[m] = float(stats["mean_return"][m])
+                    for name in ("mean_return", "mean_length", "episodes"):
+                        summary.scalar(f"simulate/{name}", stats[name][m])
+                for name, value in stats.items():  # The algorithm's, e.g. 'ppo/kl'.
+                    if "/" in name:
+                        summary.scalar(name, value[m])
+        finished = episodes > 0
+        mean = {
+            name: np.mean(stats[name][finished]) if finished.any() else math.nan
+            for name in ("mean_return", "mean_length")
+        }
+        means = {name: np.mean(value) for name, value in stats.items() if "/" in name}
+        return dict(means, episodes=int(episodes.sum()), **mean)
+
+    def eval(self, result: dict, step) -> None:
+        """Writes each member's `eval/mean_return` from an evaluation's `member_returns`."""
+        for m, writer in enumerate(self._eval):
+            self.eval_returns[m] = result["member_returns"][m]
+            with writer.as_default(step=step):
+                summary.scalar("eval/mean_return", self.eval_returns[m])
+
+    def flush(self) -> None:
+        for writer in self._train + self._eval:
+            writer.flush()
+
+    def members(self) -> list[dict]:
+        """Each member's seed and latest train and evaluation returns."""
+        return [
+            {"member": m, "seed": seed, "train_return": train, "eval_return": evaluation}
+            for m, (seed, train, evaluation) in enumerate(
+                zip(self.seeds, self.train_returns, self.eval_returns)
+            )
+        ]
+
+    def table(self) -> str:
+        """The members' latest returns, a line each, for the end of a run."""
+        lines = [f"{'member':>6}  {'seed':>10}  {'train return':>12}  {'eval return':>11}"]
+        for row in self.members():
+            lines.append(
+                f"{row['member']:>6}  {row['seed']:>10}  {row['train_return']:>12.1f}  "
+                f"{row['eval_return']:>11.1f}"
+            )
+        return "\n".join(lines)
