@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
-from batchrl.envs.routing import GYM_IDS, Heuristic, Routing
+from batchrl.envs.routing import GYM_IDS, Heuristic, Routing, RoutingGraphFeatures
 from batchrl.networks.graph import GraphPopulation
 from batchrl.tools.episodes import EpisodeRecorder, first_episodes
 
@@ -99,7 +99,7 @@ def main():
     )
     parser.add_argument("--member-chunk", type=int, default=16, help="es.member_chunk of xla_skip")
     args = parser.parse_args()
-    net = GraphPopulation(args.topology, *SIZES[args.topology])
+    net = GraphPopulation(RoutingGraphFeatures(args.topology), *SIZES[args.topology])
     members = 2 * args.pairs
     print(f"{args.topology}, {net.num_params} parameters; load {os.getloadavg()}", flush=True)
     env_seconds = environment_only(args.topology, members, args.seed, args.repeats)

@@ -43,10 +43,6 @@ EXCEPTIONS = {
     # activation; imported inside the checks, so that loading a config stays light.
     ("batchrl.config.run_config", "batchrl.tools"),
     ("batchrl.config.run_config", "batchrl.networks"),
-    # The graph network reads the routing observation's layout and topology: to be cut
-    # when routers for many topologies take the layout from the environment's spec.
-    ("batchrl.networks.graph", "batchrl.envs"),
-    ("batchrl.networks.factory", "batchrl.envs"),
 }
 # The batching pipeline, and nothing else, lives in tools/.
 TOOLS = {

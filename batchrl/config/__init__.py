@@ -25,6 +25,7 @@ from batchrl.config.loading import (
 from batchrl.config.registry import (
     ALGORITHMS,
     ENVIRONMENTS,
+    GRAPH_FEATURES,
     GYMNASIUM_FAMILIES,
     NETWORKS,
     RUNNERS,
@@ -44,6 +45,7 @@ from batchrl.config.run_config import (
 __all__ = [
     "ALGORITHMS",
     "ENVIRONMENTS",
+    "GRAPH_FEATURES",
     "GYMNASIUM_FAMILIES",
     "NETWORKS",
     "RUNNERS",

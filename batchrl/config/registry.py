@@ -116,6 +116,14 @@ NETWORKS = Registry(
         "graph": "batchrl.networks.factory:make_graph",
     },
 )
+# What network.name=graph reads an environment's observations as (network.graph_features):
+# a class built from network.topology that holds the graph and gives its vertices'
+# features (`batchrl.networks.graph.GraphFeatures`), so that networks know no environment.
+GRAPH_FEATURES = Registry(
+    "graph features",
+    "network.graph_features",
+    {"routing": "batchrl.envs.routing:RoutingGraphFeatures"},
+)
 # Environments written in TensorFlow ops (env.backend: tensorflow), by Gymnasium id.
 ENVIRONMENTS = Registry(
     "environment in TensorFlow ops",

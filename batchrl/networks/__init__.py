@@ -2,8 +2,8 @@
 
 Also the graph network for routing and the batched-parameter networks an ES population
 evaluates in one product per layer. Networks build their variables on first call and
-know nothing of algorithms or runners (the graph network still reads the routing
-observation's layout from `batchrl.envs.routing`).
+know nothing of environments, algorithms or runners: the graph network reads graphs and
+their features, which an environment's `GraphFeatures` makes of its observations.
 """
 
 from batchrl.networks.factory import is_recurrent, make_network

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from batchrl.config import ConfigError
-from batchrl.config.registry import NETWORKS
+from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
 from batchrl.networks.mlp import MLP
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import RecurrentNetwork
@@ -26,7 +26,8 @@ def make_recurrent(network, layers: Sequence[int], output: int, output_gain: flo
 
 
 def make_graph(network, layers: Sequence[int], output: int, output_gain: float, name: str):
-    """A `GraphNetwork` on `network.topology`: the actor if `output` is K, else the critic.
+    """A `GraphNetwork` on `make_graph_features(network)`: the actor if `output` is the
+    number of actions A (routing: K paths), else the critic.
 
     `layers` are unused: the graph network's sizes are `network.link_state_size`,
     `network.readout_units` and `network.message_passing_steps`.
@@ -34,15 +35,16 @@ def make_graph(network, layers: Sequence[int], output: int, output_gain: float, 
     from batchrl.networks.graph import GraphNetwork
 
     del layers
-    topology = _graph_topology(network)
-    if output not in (1, topology.k):
+    features = make_graph_features(network)
+    if output not in (1, features.num_actions):
         raise ConfigError(
-            f"network.name=graph outputs K = {topology.k} path scores (the policy) or one "
-            f"value (the critic), not {output}: is the environment a routing one?"
+            f"network.name=graph outputs A = {features.num_actions} scores (the policy) or "
+            f"one value (the critic), not {output}: is the environment a "
+            f"{network.graph_features} one?"
         )
     return GraphNetwork(
-        topology,
-        critic=output == 1 and topology.k != 1,
+        features,
+        critic=output == 1 and features.num_actions != 1,
         link_state_size=network.link_state_size,
         readout_units=network.readout_units,
         message_passing_steps=network.message_passing_steps,
@@ -55,7 +57,7 @@ def make_population_network(network, observ_size: int, output: int) -> Populatio
     """The batched-parameters network ES evaluates a population with.
 
     `network.name` feedforward gives a `PopulationMLP` of `network.policy_layers`; graph
-    gives a `GraphPopulation` on `network.topology`.
+    gives a `GraphPopulation` on `make_graph_features(network)`.
 
     Raises:
       ConfigError: `network.name` has no population form.
@@ -66,7 +68,7 @@ def make_population_network(network, observ_size: int, output: int) -> Populatio
         from batchrl.networks.graph import GraphPopulation
 
         return GraphPopulation(
-            _graph_topology(network),
+            make_graph_features(network),
             network.link_state_size,
             network.readout_units,
             network.message_passing_steps,
@@ -82,23 +84,30 @@ POPULATION_NETWORKS = ("feedforward", "graph")
 
 def check_graph_config(network) -> None:
     """Raises ConfigError on a `network` section graph cannot build (without building it)."""
+    GRAPH_FEATURES.resolve(network.graph_features)
     if not network.topology:
-        _graph_topology(network)
+        make_graph_features(network)
     for key, least in (("link_state_size", 4), ("readout_units", 1), ("message_passing_steps", 1)):
         if network[key] < least:
             raise ConfigError(f"Invalid network.{key}={network[key]}; valid values are >= {least}.")
 
 
-def _graph_topology(network):
-    from batchrl.envs.routing import load_topology
+def make_graph_features(network):
+    """What the graph network reads the observations as: the `GraphFeatures` that
+    `network.graph_features` names (routing: `batchrl.envs.routing.RoutingGraphFeatures`),
+    built on `network.topology`, the environment's.
 
+    Raises:
+      ConfigError: `network.topology` is empty or does not load.
+    """
     if not network.topology:
         raise ConfigError(
             "network.name=graph needs network.topology: nsfnet, geant2 or the path of a "
             "topology JSON file (the environment's topology)."
         )
+    features = GRAPH_FEATURES.resolve(network.graph_features)
     try:
-        return load_topology(network.topology)
+        return features(network.topology)
     except (OSError, ValueError) as error:
         raise ConfigError(f"network.topology={network.topology!r}: {error}") from None
 

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import tensorflow as tf
 
-from batchrl.envs.routing.observation import DEMANDS, split_observ
-from batchrl.envs.routing.topology import Topology, load_topology
 from batchrl.networks.population import PopulationNetwork
 
-FEATURES = 1 + len(DEMANDS)  # capacity / capacity, one-hot of the demand on the path
+
+class GraphFeatures(Protocol):
+    """What a graph network reads: observations as graphs of one shape, with features.
+
+    Every graph has the same V vertices and directed edges (sender, receiver); an
+    observation gives the features of its graphs' vertices. The actor scores one graph
+    per action, the critic one graph of the state. An environment brings its own (for
+    routing, `batchrl.envs.routing.RoutingGraphFeatures`: the vertices are the links),
+    so that the network knows no environment.
+
+    Attributes:
+      name: what the graphs are, for messages (e.g. 'NSFNET').
+      num_vertices: V.
+      edges: int32 [P, 2], (sender, receiver) of each edge: messages flow from the
+        sender's state to the receiver's.
+      num_features: F, the features of a vertex; the network's states are wider (H >= F)
+        and start as the features padded with zeros.
+      num_actions: A, the actor's graphs per observation.
+    """
+
+    name: str
+    num_vertices: int
+    edges: np.ndarray
+    num_features: int
+    num_actions: int
+
+    def action_graphs(self, observ: tf.Tensor) -> tf.Tensor:
+        """Vertex features [..., A, V, F] of each action's graph, of observations [..., O]."""
+
+    def state_graph(self, observ: tf.Tensor) -> tf.Tensor:
+        """Vertex features [..., 1, V, F] of the state's graph, of observations [..., O]."""
 
 
 def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, tuple]]:
@@ -64,41 +94,43 @@ def initial_weights(link_state_size: int, readout_units: int, seed: int | None, 
 class GraphCore:
     """The forward pass on weights with a leading member axis [M, ...].
 
-    Link states h [M, G, L, H] of G graphs (each a copy of the topology) go through T
-    iterations of
+    Vertex states h [M, G, V, H] of G graphs of one shape (`GraphFeatures`; for routing,
+    a vertex is a link) go through T iterations of
 
-        m_p = selu([h_first(p) ; h_second(p)] W_m + b_m)      for every pair p = (first, second)
-        M_e = sum of m_p over the pairs with second(p) = e    (messages from upstream links)
-        h_e = GRU(input M_e, state h_e)
+        m_p = selu([h_sender(p) ; h_receiver(p)] W_m + b_m)   for every edge p
+        M_v = sum of m_p over the edges with receiver(p) = v  (messages from upstream)
+        h_v = GRU(input M_v, state h_v)
 
-    with weights shared across iterations, then a sum over links and three dense layers
-    (selu, selu, linear) give one score per graph [M, G]. Both faces of the network
-    (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network. The
-    message layer is split as [h_f ; h_s] W_m = (h W_top)_f + (h W_bottom)_s, so each
-    link is projected once rather than once per pair.
+    with weights shared across iterations, then a sum over vertices and three dense
+    layers (selu, selu, linear) give one score per graph [M, G]. Both faces of the
+    network (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network.
+    The message layer is split as [h_s ; h_r] W_m = (h W_top)_s + (h W_bottom)_r, so
+    each vertex is projected once rather than once per edge.
     """
 
-    def __init__(self, topology: Topology, link_state_size: int, readout_units: int, steps: int):
-        if int(link_state_size) < FEATURES:
+    def __init__(
+        self, features: GraphFeatures, link_state_size: int, readout_units: int, steps: int
+    ):
+        if int(link_state_size) < features.num_features:
             raise ValueError(
-                f"link_state_size={link_state_size} is too small: link states hold "
-                f"{FEATURES} features (capacity and the one-hot demand); use >= {FEATURES}."
+                f"link_state_size={link_state_size} is too small: the states of "
+                f"{features.name}'s graphs start from {features.num_features} features; use "
+                f">= {features.num_features}."
             )
         if int(steps) < 1:
             raise ValueError(f"message_passing_steps={steps} must be >= 1.")
-        self.topology = topology
         self.size = int(link_state_size)
         self.readout = int(readout_units)
         self.steps = int(steps)
-        pairs = topology.message_pairs  # [P, 2]
-        self._first = tf.constant(pairs[:, 0], tf.int32)  # [P]
-        self._second = tf.constant(pairs[:, 1], tf.int32)  # [P]
-        scatter = np.zeros([topology.num_links, len(pairs)], np.float32)
-        scatter[pairs[:, 1], np.arange(len(pairs))] = 1.0
-        self._scatter = tf.constant(scatter)  # [L, P], sums messages at `second`
+        edges = np.asarray(features.edges, np.int32).reshape(-1, 2)  # [P, 2]
+        self._first = tf.constant(edges[:, 0], tf.int32)  # [P]
+        self._second = tf.constant(edges[:, 1], tf.int32)  # [P]
+        scatter = np.zeros([features.num_vertices, len(edges)], np.float32)
+        scatter[edges[:, 1], np.arange(len(edges))] = 1.0
+        self._scatter = tf.constant(scatter)  # [V, P], sums messages at the receiver
 
     def __call__(self, weights: dict, states: tf.Tensor) -> tf.Tensor:
-        """Scores [M, G] of link states [M, G, L, H] with weights {name: [M, ...]}."""
+        """Scores [M, G] of vertex states [M, G, V, H] with weights {name: [M, ...]}."""
         h = states
         size = self.size
         kernel = weights["message_kernel"]  # [M, 2H, H]
@@ -111,40 +143,23 @@ class GraphCore:
             upstream = tf.gather(_matmul(h, top), self._first, axis=2)  # [M, G, P, H]
             downstream = tf.gather(_matmul(h, bottom), self._second, axis=2)  # [M, G, P, H]
             message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
-            incoming = tf.linalg.matmul(self._scatter, message)  # [M, G, L, H]
-            x = _matmul(incoming, weights["gru_kernel"]) + input_bias  # [M, G, L, 3H]
-            r = _matmul(h, weights["gru_recurrent_kernel"]) + state_bias  # [M, G, L, 3H]
+            incoming = tf.linalg.matmul(self._scatter, message)  # [M, G, V, H]
+            x = _matmul(incoming, weights["gru_kernel"]) + input_bias  # [M, G, V, 3H]
+            r = _matmul(h, weights["gru_recurrent_kernel"]) + state_bias  # [M, G, V, 3H]
             x_z, x_r, x_h = tf.split(x, 3, axis=-1)
             r_z, r_r, r_h = tf.split(r, 3, axis=-1)
             z = tf.sigmoid(x_z + r_z)
             reset = tf.sigmoid(x_r + r_r)
             candidate = tf.tanh(x_h + reset * r_h)
-            h = z * h + (1.0 - z) * candidate  # [M, G, L, H]
+            h = z * h + (1.0 - z) * candidate  # [M, G, V, H]
         g = tf.reduce_sum(h, axis=2)  # [M, G, H]
         g = tf.nn.selu(_dense(g, weights["readout1_kernel"], weights["readout1_bias"]))
         g = tf.nn.selu(_dense(g, weights["readout2_kernel"], weights["readout2_bias"]))
         score = _dense(g, weights["readout3_kernel"], weights["readout3_bias"])  # [M, G, 1]
         return score[..., 0]  # [M, G]
 
-    def path_states(self, observ: tf.Tensor) -> tf.Tensor:
-        """Initial link states [..., K, L, H] of each candidate path's graph.
-
-        Column 0 is the remaining capacity / capacity, columns 1-3 the one-hot of the
-        demand size (8, 32, 64) on the links of path k and zero elsewhere, the rest zero.
-        """
-        parts = split_observ(observ, self.topology.k)
-        capacity = parts.capacities / self.topology.capacity  # [..., L]
-        capacity = tf.broadcast_to(capacity[..., None, :], tf.shape(parts.path_marks))
-        onehot = [tf.cast(tf.equal(parts.path_marks, d), tf.float32) for d in DEMANDS]
-        return self._pad(tf.stack([capacity, *onehot], axis=-1))  # [..., K, L, H]
-
-    def link_states(self, observ: tf.Tensor) -> tf.Tensor:
-        """Initial link states [..., 1, L, H] of the critic's one graph: capacities only."""
-        parts = split_observ(observ, self.topology.k)
-        capacity = parts.capacities / self.topology.capacity  # [..., L]
-        return self._pad(capacity[..., None, :, None])  # [..., 1, L, H]
-
-    def _pad(self, features):
+    def initial_states(self, features: tf.Tensor) -> tf.Tensor:
+        """Vertex states [..., V, H]: the features [..., V, F], padded with zeros."""
         width = int(features.shape[-1])
         paddings = [[0, 0]] * (len(features.shape) - 1) + [[0, self.size - width]]
         return tf.pad(features, paddings)
@@ -160,40 +175,27 @@ def _dense(x, w, b):
     return tf.linalg.matmul(x, w) + b[:, None, :]
 
 
-def _check_observ(topology: Topology, observ) -> None:
-    size = int(observ.shape[-1])
-    expected = (topology.k + 1) * topology.num_links + 3
-    if size != expected:
-        raise ValueError(
-            f"The graph network of {topology.name} ({topology.num_links} links, K = "
-            f"{topology.k}) takes observations of size {expected}, not {size}: does "
-            "network.topology name the environment's topology?"
-        )
-
-
 class GraphPopulation(PopulationNetwork):
     """M graph-network policies at once, from flat parameter vectors [M, D] (for ES).
 
-    `apply(params [M, D], observ [M, E, O])` returns the policy [M, E, K], the softmax
-    over the candidate paths' scores (so that ES's action noise is added to
-    probabilities, as in the reference), with every member's K E graphs in one batched
-    pass: no loop over members. The vector is laid out as the reference's
-    `model.get_weights()` (see `weight_shapes`); D = 6,136 for (H, R) = (25, 20) and
-    12,601 for (35, 35).
+    `apply(params [M, D], observ [M, E, O])` returns the policy [M, E, A], the softmax
+    over the scores of each action's graph (`GraphFeatures.action_graphs`; for routing,
+    the candidate paths', so that ES's action noise is added to probabilities, as in the
+    reference), with every member's A E graphs in one batched pass: no loop over members.
+    The vector is laid out as the reference's `model.get_weights()` (see
+    `weight_shapes`); D = 6,136 for (H, R) = (25, 20) and 12,601 for (35, 35).
     """
 
     def __init__(
         self,
-        topology: Topology | str,
+        features: GraphFeatures,
         link_state_size: int = 25,
         readout_units: int = 20,
         message_passing_steps: int = 5,
         output_gain: float = 0.1,
     ):
-        if not isinstance(topology, Topology):
-            topology = load_topology(topology)
-        self.topology = topology
-        self.core = GraphCore(topology, link_state_size, readout_units, message_passing_steps)
+        self.features = features
+        self.core = GraphCore(features, link_state_size, readout_units, message_passing_steps)
         self._output_gain = float(output_gain)
         self.shapes = weight_shapes(link_state_size, readout_units)
         self._sizes = [int(np.prod(shape)) for _, shape in self.shapes]
@@ -216,29 +218,31 @@ class GraphPopulation(PopulationNetwork):
     def apply(self, params: tf.Tensor, observ: tf.Tensor) -> tf.Tensor:
         params = tf.convert_to_tensor(params, tf.float32)  # [M, D]
         observ = tf.convert_to_tensor(observ, tf.float32)  # [M, E, O]
-        _check_observ(self.topology, observ)
-        k, num_links = self.topology.k, self.topology.num_links
-        states = self.core.path_states(observ)  # [M, E, K, L, H]
+        features = self.features
+        states = self.core.initial_states(features.action_graphs(observ))  # [M, E, A, V, H]
         shape = tf.shape(states)
-        graphs = tf.reshape(states, [shape[0], -1, num_links, self.core.size])  # [M, E K, L, H]
-        scores = self.core(self.unflatten(params), graphs)  # [M, E K]
-        scores = tf.reshape(scores, [shape[0], shape[1], k])  # [M, E, K]
+        graphs = tf.reshape(
+            states, [shape[0], -1, features.num_vertices, self.core.size]
+        )  # [M, E A, V, H]
+        scores = self.core(self.unflatten(params), graphs)  # [M, E A]
+        scores = tf.reshape(scores, [shape[0], shape[1], features.num_actions])  # [M, E, A]
         return tf.nn.softmax(scores, axis=-1)
 
 
 class GraphNetwork(tf.Module):
-    """One graph network as a `tf.Module`: the actor (K scores) or the critic (1 value).
+    """One graph network as a `tf.Module`: the actor (A scores) or the critic (1 value).
 
-    The actor scores each candidate path's graph (`GraphCore.path_states`) and returns
-    the K scores as logits [N, K]; the critic runs one graph of the link capacities
-    (`GraphCore.link_states`) and returns [N, 1], as the reference's criticPPO. Variables
-    are created at construction, in `weight_shapes` order, from `seed`, or from the
-    global random state when it is None (so a run's seed sets them, as for the MLPs).
+    The actor scores each action's graph (`GraphFeatures.action_graphs`; for routing,
+    each candidate path's) and returns the A scores as logits [N, A]; the critic scores
+    the state's graph (`GraphFeatures.state_graph`; for routing, the link capacities) and
+    returns [N, 1], as the reference's criticPPO. Variables are created at construction,
+    in `weight_shapes` order, from `seed`, or from the global random state when it is
+    None (so a run's seed sets them, as for the MLPs).
     """
 
     def __init__(
         self,
-        topology: Topology | str,
+        features: GraphFeatures,
         critic: bool,
         link_state_size: int = 25,
         readout_units: int = 20,
@@ -248,25 +252,23 @@ class GraphNetwork(tf.Module):
         name: str = "graph",
     ):
         super().__init__(name=name)
-        if not isinstance(topology, Topology):
-            topology = load_topology(topology)
-        self.topology = topology
+        self.features = features
         self.critic = bool(critic)
-        self.core = GraphCore(topology, link_state_size, readout_units, message_passing_steps)
+        self.core = GraphCore(features, link_state_size, readout_units, message_passing_steps)
         initial = initial_weights(link_state_size, readout_units, seed, output_gain)
         with self.name_scope:
             self.weights = {name: tf.Variable(value, name=name) for name, value in initial.items()}
 
     @tf.Module.with_name_scope
     def __call__(self, observ: tf.Tensor) -> tf.Tensor:
-        """Logits [N, K] (actor) or values [N, 1] (critic) of observations [N, O]."""
+        """Logits [N, A] (actor) or values [N, 1] (critic) of observations [N, O]."""
         observ = tf.convert_to_tensor(observ, tf.float32)  # [N, O]
-        _check_observ(self.topology, observ)
+        features = self.features
         if self.critic:
-            states = self.core.link_states(observ)  # [N, 1, L, H]
+            states = self.core.initial_states(features.state_graph(observ))  # [N, 1, V, H]
         else:
-            states = self.core.path_states(observ)  # [N, K, L, H]
+            states = self.core.initial_states(features.action_graphs(observ))  # [N, A, V, H]
         graphs = int(states.shape[1])
-        states = tf.reshape(states, [1, -1, self.topology.num_links, self.core.size])
+        states = tf.reshape(states, [1, -1, features.num_vertices, self.core.size])
         weights = {name: value[None] for name, value in self.weights.items()}
-        return tf.reshape(self.core(weights, states), [-1, graphs])  # [N, K] or [N, 1]
+        return tf.reshape(self.core(weights, states), [-1, graphs])  # [N, A] or [N, 1]

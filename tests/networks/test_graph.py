@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from batchrl.config import ConfigError, load_run_config
-from batchrl.envs.routing import Routing, load_topology
+from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
 from batchrl.networks.factory import make_network, make_population_network
 from batchrl.networks.graph import GraphNetwork, GraphPopulation, weight_shapes
 
@@ -29,7 +29,7 @@ def observations(topology, count, seed=3, steps=6):
 )
 def test_parameter_counts_match_the_reference(name, size, readout, count):
     # REFERENCE.md: saved_params/nsfnet_v1.pkcl is float32 [6136], geant2_v1 [12601].
-    net = GraphPopulation(name, size, readout)
+    net = GraphPopulation(RoutingGraphFeatures(name), size, readout)
     assert net.num_params == count
     assert net.init_params(0).shape == (count,)
     assert sum(int(np.prod(s)) for _, s in weight_shapes(size, readout)) == count
@@ -60,7 +60,8 @@ def test_scores_do_not_depend_on_the_link_order(name):
     order = np.random.default_rng(0).permutation(topology.num_links)
     other = permuted(topology, order)
     observ = observations(topology, 5)
-    net, net_permuted = GraphPopulation(topology, 8, 8), GraphPopulation(other, 8, 8)
+    net = GraphPopulation(RoutingGraphFeatures(topology), 8, 8)
+    net_permuted = GraphPopulation(RoutingGraphFeatures(other), 8, 8)
     params = net.init_params(1)[None]
     policy = net.apply(params, observ[None])[0]
     policy_permuted = net_permuted.apply(params, permute_observ(observ, topology, order)[None])
@@ -71,7 +72,7 @@ def test_scores_do_not_depend_on_the_link_order(name):
 
 def test_batched_members_equal_separate_passes():
     topology = load_topology("nsfnet")
-    net = GraphPopulation(topology, 25, 20)
+    net = GraphPopulation(RoutingGraphFeatures(topology), 25, 20)
     params = tf.stack([net.init_params(seed) for seed in range(3)])  # [3, D]
     observ = observations(topology, 6).reshape(3, 2, -1)  # [M, E, O]
     batched = tf.function(net.apply)(params, observ)  # [3, 2, K]
@@ -83,9 +84,10 @@ def test_batched_members_equal_separate_passes():
 
 def test_module_equals_population_and_survives_a_checkpoint(tmp_path):
     topology = load_topology("nsfnet")
-    actor = GraphNetwork(topology, critic=False, link_state_size=12, readout_units=10, seed=4)
-    critic = GraphNetwork(topology, critic=True, link_state_size=12, readout_units=10, seed=5)
-    population = GraphPopulation(topology, 12, 10)
+    features = RoutingGraphFeatures(topology)
+    actor = GraphNetwork(features, critic=False, link_state_size=12, readout_units=10, seed=4)
+    critic = GraphNetwork(features, critic=True, link_state_size=12, readout_units=10, seed=5)
+    population = GraphPopulation(features, 12, 10)
     observ = observations(topology, 4)
     flat = tf.concat([tf.reshape(actor.weights[n], [-1]) for n, _ in population.shapes], 0)
     logits = actor(observ)  # [4, K]
@@ -96,7 +98,7 @@ def test_module_equals_population_and_survives_a_checkpoint(tmp_path):
     assert value.shape == (4, 1)
     assert len(actor.trainable_variables) == len(weight_shapes(12, 10))
     path = tf.train.Checkpoint(actor=actor).save(str(tmp_path / "ckpt"))
-    restored = GraphNetwork(topology, critic=False, link_state_size=12, readout_units=10, seed=9)
+    restored = GraphNetwork(features, critic=False, link_state_size=12, readout_units=10, seed=9)
     np.testing.assert_raises(AssertionError, np.testing.assert_allclose, restored(observ), logits)
     tf.train.Checkpoint(actor=restored).restore(path).assert_consumed()
     np.testing.assert_allclose(restored(observ), logits)
@@ -117,10 +119,49 @@ def test_the_config_chooses_the_graph_network_and_checks_its_keys():
         make_population_network(
             load_run_config("nsfnet_es", ["network.topology=nowhere.json"]).network, 0, 4
         )
-    geant2 = GraphPopulation("geant2", 8, 8)
+    with pytest.raises(ConfigError, match="network.graph_features='routes'"):
+        load_run_config("nsfnet_es", ["network.graph_features=routes"])
+    geant2 = GraphPopulation(RoutingGraphFeatures("geant2"), 8, 8)
     nsfnet_observ = observations(load_topology("nsfnet"), 2)
     with pytest.raises(ValueError, match="size 373, not 213"):
         geant2.apply(geant2.init_params(0)[None], nsfnet_observ[None])
+
+
+class Chain:
+    """A `GraphFeatures` of no environment: vertices 0 -> 1 -> 2, observations [..., 3]
+    are one feature per vertex; action a's graph adds a second feature on vertex a."""
+
+    name = "chain"
+    num_vertices = 3
+    edges = np.array([[0, 1], [1, 2]])
+    num_features = 2
+    num_actions = 2
+
+    def action_graphs(self, observ):
+        values = tf.broadcast_to(
+            observ[..., None, :], tf.concat([tf.shape(observ)[:-1], [2, 3]], 0)
+        )
+        marks = tf.broadcast_to(tf.eye(2, 3), tf.shape(values))
+        return tf.stack([values, marks], -1)  # [..., 2, 3, 2]
+
+    def state_graph(self, observ):
+        return observ[..., None, :, None]  # [..., 1, 3, 1]
+
+
+def test_the_network_reads_any_graph_and_its_features():
+    observ = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], np.float32)  # [N, 3]
+    actor = GraphNetwork(Chain(), critic=False, link_state_size=4, readout_units=3, seed=0)
+    population = GraphPopulation(Chain(), 4, 3)
+    flat = tf.concat([tf.reshape(actor.weights[n], [-1]) for n, _ in population.shapes], 0)
+    logits = actor(observ)  # [N, 2]
+    np.testing.assert_allclose(
+        tf.nn.softmax(logits), population.apply(flat[None], observ[None])[0], rtol=1e-5
+    )
+    assert not np.allclose(logits[:, 0], logits[:, 1])  # The two actions' graphs differ.
+    critic = GraphNetwork(Chain(), critic=True, link_state_size=4, readout_units=3, seed=1)
+    assert critic(observ).shape == (2, 1)
+    with pytest.raises(ValueError, match="chain's graphs start from 2 features"):
+        GraphPopulation(Chain(), link_state_size=1)
 
 
 def test_ppo_gets_a_graph_actor_and_critic_and_raw_observations():

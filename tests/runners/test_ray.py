@@ -71,7 +71,7 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
     trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
     remote = ES(FixedStartCartPole(1), config, seed=0)
     with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=180) as population:
-        assert population.slices == [(0, 4), (4, 8)]
+        assert population.slices == [(0, 2), (2, 4)]  # Pairs: members 0, 1, 4, 5 and 2, 3, 6, 7.
         _, nodes = actor_info(population.workers)
         assert len(set(nodes)) == 2
         pids, _ = actor_info(population.workers)
@@ -86,6 +86,64 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
             getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
         )
     assert not wait_gone(pids)
+
+
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters(
+    ray_cluster, jit_compile
+):
+    """nsfnet_es with common random numbers, shrunk (4 pairs, E = 2, H = R = 8, T = 2),
+    on two workers of two pairs each: after 3 generations theta and Adam's moments are
+    exactly those of `GenerationTrainer` in this process, for the same seed and streams
+    seed, in graph mode and (slow) under XLA as the preset runs. Each worker's
+    environments play on the streams they have in the local batch from that generation's
+    seed; neither the workers' own environment seeds nor `train.seed` (0, not the streams
+    seed 7) decide the demands. Raw fitness (not the preset's ranks), so that theta
+    depends on every member's return, not only on their order."""
+    overrides = [
+        "es.population=4",
+        "es.episodes_per_member=2",
+        "network.link_state_size=8",
+        "network.readout_units=8",
+        "network.message_passing_steps=2",
+        "es.fitness_shaping=raw",
+        f"train.jit_compile={str(jit_compile).lower()}",
+        "runner.name=ray",
+        "ray.num_actors=2",
+    ]
+    config = load_run_config("nsfnet_es", overrides)
+    assert config.es.common_random_numbers
+    local = ES(ES.make_batch_env(config, 0), config, seed=0)
+    trainer = GenerationTrainer(config, local, ES.make_batch_env(config, 0), seed=7)
+    remote = ES(ES.make_batch_env(config, 0), config, seed=0)
+    with RayPopulation(config, remote, 2, streams_seed=7, timeout=180) as population:
+        assert population.slices == [(0, 2), (2, 4)]
+        for _ in range(3):
+            local_steps, local_stats = trainer.step()
+            steps, stats = population.step()
+            assert steps == local_steps
+            # A weighted mean of the workers' means, in float64: equal up to rounding.
+            assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
+        pids, _ = actor_info(population.workers)
+    assert int(remote.strategy.generation) == 3
+    for name in ("theta", "m", "v"):
+        np.testing.assert_array_equal(
+            getattr(remote.strategy, name).numpy(), getattr(local.strategy, name).numpy()
+        )
+    assert not np.array_equal(remote.strategy.theta.numpy(), remote.network.init_params(0))
+    assert not wait_gone(pids)
+
+
+@pytest.mark.slow  # One generation of 256 routing episodes and 300 evaluation ones, XLA.
+@pytest.mark.parametrize("preset", ["nsfnet_es", "geant2_es"])
+def test_the_routing_presets_train_on_ray_unchanged(ray_cluster, tmp_path, preset):
+    """The routing ES presets, common random numbers and all, with runner.name=ray and
+    only their length cut to one generation: two workers, the final evaluation."""
+    overrides = ["runner.name=ray", "train.total_steps=1"]
+    config = load_run_config(preset, overrides)
+    assert config.es.common_random_numbers and config.ray.num_actors == 2
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] > 0 and np.isfinite(result["eval_return"])
 
 
 @pytest.fixture(scope="module")

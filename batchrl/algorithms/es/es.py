@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.es import utility
-from batchrl.config import ConfigError, check_choice
+from batchrl.config import ENVIRONMENTS, ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Policy, Trainer
 from batchrl.networks import PopulationNetwork, action_size, to_action
@@ -71,6 +71,18 @@ class Strategy(tf.Module):
         """
         generation = int(self.generation) if generation is None else int(generation)
         indices = tf.range(start, stop, dtype=tf.int64)
+        return self._members(indices, tf.constant(generation, tf.int64), keep=False)
+
+    def pair_members(self, start: int, stop: int, generation: int | None = None) -> tf.Tensor:
+        """The parameters [2 (stop - start), D] of pairs start..stop-1 of `generation`:
+        members start..stop-1, then their mirrors N + start..N + stop-1.
+
+        What a worker that evaluates whole pairs asks for (common random numbers); the
+        generation defaults to the current one, theta is always the current one.
+        """
+        generation = int(self.generation) if generation is None else int(generation)
+        pairs = tf.range(start, stop, dtype=tf.int64)
+        indices = tf.concat([pairs, pairs + self.pairs], 0)
         return self._members(indices, tf.constant(generation, tf.int64), keep=False)
 
     def tell(self, fitness) -> dict[str, tf.Tensor]:
@@ -350,19 +362,13 @@ class GenerationTrainer(Trainer):
         self._seed = int(seed)
         self._common = bool(config.es.common_random_numbers)
         if self._common:
-            if not hasattr(batch_env, "restart_streams"):
-                raise ConfigError(
-                    "es.common_random_numbers=true needs an environment whose random streams "
-                    f"can be restarted and shared (batchrl/Routing-*); {config.env.id} cannot."
-                )
+            check_shared_streams(config, batch_env)
             batch_env.restart_streams(streams=common_streams(algo.strategy.pairs, len(batch_env)))
 
     def step(self) -> tuple[int, dict]:
         strategy = self._algo.strategy
         if self._common:  # New demands every generation, the same for a member and its mirror.
-            generation = int(strategy.generation)
-            state = np.random.SeedSequence([self._seed, generation]).generate_state(1)[0]
-            self._env.restart_streams(seed=int(state % 2**31))
+            self._env.restart_streams(seed=common_seed(self._seed, int(strategy.generation)))
         fitness, stats = self._evaluator(strategy.ask())
         metrics = strategy.tell(fitness)
         for name, value in metrics.items():
@@ -370,13 +376,48 @@ class GenerationTrainer(Trainer):
         return int(stats.pop("steps")), stats
 
 
-def common_streams(pairs: int, agents: int) -> np.ndarray:
+def common_streams(pairs: int, agents: int, first_pair: int = 0) -> np.ndarray:
     """The random stream [2 N E] of each agent: agent e of member i and of its mirror
     i + N share one, so that a pair is compared on the same episodes.
+
+    With `first_pair` P, the agents are those of pairs P..P+N-1 of a larger population
+    (members P..P+N-1, then their mirrors), as a worker holds them, and get the streams
+    they have in the whole population's batch.
     """
     per_member = agents // (2 * pairs)
     agent = np.arange(agents)
-    return (agent // per_member % pairs) * per_member + agent % per_member
+    pair = first_pair + agent // per_member % pairs
+    return pair * per_member + agent % per_member
+
+
+def check_shared_streams(config, batch_env) -> None:
+    """Raises ConfigError unless `batch_env` can share random streams between agents
+    (`restart_streams`), as `es.common_random_numbers` needs."""
+    if not hasattr(batch_env, "restart_streams"):
+        raise ConfigError(
+            "es.common_random_numbers=true needs an environment whose random streams "
+            f"can be restarted and shared (batchrl/Routing-*); {type(batch_env).__name__} "
+            f"(env.id={config.env.id!r}) has no restart_streams."
+        )
+
+
+def common_seed(seed: int, generation: int) -> int:
+    """The seed of the shared streams in `generation` (`es.common_random_numbers`): new
+    episodes every generation, the same wherever the generation is evaluated."""
+    state = np.random.SeedSequence([int(seed), int(generation)]).generate_state(1)[0]
+    return int(state % 2**31)
+
+
+def _shares_streams(env) -> bool:
+    """Whether the environments `env` configures can share random streams (routing's).
+
+    A factory that is no class passes here; `GenerationTrainer` checks what it built.
+    """
+    if env.backend != "tensorflow":
+        return False
+    constructor = ENVIRONMENTS.resolve(env.id)
+    constructor = getattr(constructor, "func", constructor)  # functools.partial(Routing, ...)
+    return not isinstance(constructor, type) or hasattr(constructor, "restart_streams")
 
 
 class ES(Algorithm, Policy):
@@ -452,11 +493,12 @@ class ES(Algorithm, Policy):
                 "es.common_action_noise=true with es.action_noise=0: there is no action "
                 "noise for a member and its mirror to share (set es.action_noise > 0)."
             )
-        if cfg.common_random_numbers and config.runner.name != "local":
+        if cfg.common_random_numbers and not _shares_streams(config.env):
             raise ConfigError(
-                f"es.common_random_numbers=true with runner.name={config.runner.name}: "
-                "common random numbers pair environments inside one batch, which only the "
-                "local runner has (use runner.name=local, or es.common_random_numbers=false)."
+                "es.common_random_numbers=true needs environments in TensorFlow ops whose "
+                "random streams can be restarted and shared (env.backend=tensorflow with "
+                f"batchrl/Routing-*); env.id={config.env.id!r} with env.backend="
+                f"{config.env.backend!r} has none (use es.common_random_numbers=false)."
             )
 
     @classmethod

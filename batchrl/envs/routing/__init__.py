@@ -1,9 +1,14 @@
-"""Routing demands through an optical transport network: topologies, environments, heuristics."""
+"""Routing demands through an optical transport network: topologies, environments, heuristics.
+
+Also `RoutingGraphFeatures`, which turns the observations into the graphs and features
+the graph network (`batchrl.networks.graph`) reads.
+"""
 
 import functools
 
 import gymnasium as gym
 
+from batchrl.envs.routing.graph_features import RoutingGraphFeatures
 from batchrl.envs.routing.heuristics import HEURISTICS, Heuristic
 from batchrl.envs.routing.observation import (
     DEMANDS,
@@ -45,6 +50,7 @@ __all__ = [
     "Heuristic",
     "Routing",
     "RoutingEnv",
+    "RoutingGraphFeatures",
     "RoutingObserv",
     "register_gym_ids",
     "Topology",

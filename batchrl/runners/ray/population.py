@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import ray
 
+from batchrl.algorithms.es.es import check_shared_streams, common_seed, common_streams
 from batchrl.config.run_config import algorithm_class
 from batchrl.parts import summary
 from batchrl.runners.ray.actors import Actors, limit_threads, merge_episode_stats
@@ -20,8 +21,10 @@ class PopulationWorker:
 
     It builds the algorithm from the config (`algorithm_class(config)`), and for each
     call takes theta and the observation statistics of the generation, regenerates the
-    members' noise from (seed, generation, member) and runs their first episodes in its
-    own environments, as `GenerationTrainer` does for the whole population.
+    noise of a slice of pairs from (seed, generation, pair) and runs the first episodes
+    of their members and mirrors in its own environments, as `GenerationTrainer` does
+    for the whole population; with common random numbers, on the streams the
+    environments of those members have there.
     """
 
     def __init__(self, config, make_env, seed: int, env_seed: int, tf_threads: int):
@@ -34,20 +37,38 @@ class PopulationWorker:
         self._algo._rng.reset_from_seed(env_seed)
         self._evaluators = {}
 
-    def evaluate(self, theta, statistics, generation: int, start: int, stop: int):
-        """Fitness [stop - start] of members start..stop-1, the episode statistics, and the
-        observation statistics after the slice's observations were merged in."""
+    def evaluate(
+        self,
+        theta,
+        statistics,
+        generation: int,
+        start: int,
+        stop: int,
+        stream_seed: int | None = None,
+    ):
+        """Fitness [2 (stop - start)] of pairs start..stop-1 (the members, then their
+        mirrors: `Strategy.pair_members`), the episode statistics, and the observation
+        statistics after the slice's observations were merged in.
+
+        With `stream_seed` (common random numbers), agent e of pair i and of its mirror
+        play on stream i E + e from that seed, as in the whole population's batch
+        (`common_streams`, `GenerationTrainer`).
+        """
         algo = self._algo
         algo.strategy.theta.assign(theta)
         normalizer = algo.observ_normalizer
         if normalizer is not None:
             for variable, value in zip(normalizer.variables, statistics, strict=True):
                 variable.assign(value)
-        size = (stop - start) * self._config.es.episodes_per_member
+        size = 2 * (stop - start) * self._config.es.episodes_per_member
         if size not in self._evaluators:
             env = self._make_env(self._config, size, self._env_seed)
-            self._evaluators[size] = algo.make_evaluator(env, training=True)
-        fitness, stats = self._evaluators[size](algo.strategy.members(start, stop, generation))
+            self._evaluators[size] = env, algo.make_evaluator(env, training=True)
+        env, evaluator = self._evaluators[size]
+        if stream_seed is not None:
+            check_shared_streams(self._config, env)
+            env.restart_streams(stream_seed, common_streams(stop - start, size, start))
+        fitness, stats = evaluator(algo.strategy.pair_members(start, stop, generation))
         after = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
         return fitness.numpy(), {key: value.numpy() for key, value in stats.items()}, after
 
@@ -65,12 +86,17 @@ def _make_es_env(config, size: int, seed: int):
 class RayPopulation:
     """ES generations with Ray workers: ask, evaluate slices remotely, gather, tell.
 
-    The 2N members are split into `num_workers` contiguous slices; worker i evaluates
-    slice i of every generation (`PopulationWorker.evaluate`) from theta, which is put
-    into the object store once per generation. The fitness is gathered in member order,
-    shaped and told here (`Strategy.tell`), so with the same seed the parameters are
-    those of single-process ES whenever the members' episodes are the same (the
-    environments' initial states and the action noise are the workers' own). The
+    The N mirrored pairs are split into `num_workers` contiguous slices, cut at pair
+    boundaries: worker i evaluates the members of slice i and their mirrors in every
+    generation (`PopulationWorker.evaluate`), from theta, which is put into the object
+    store once per generation. The fitness is gathered in member order, shaped and told
+    here (`Strategy.tell`), so with the same seed the parameters are those of
+    single-process ES whenever the members' episodes are the same. With
+    `es.common_random_numbers` they are: each generation's streams come from
+    `common_seed(streams_seed, generation)`, and every agent plays on the stream it has
+    in `GenerationTrainer`'s batch, a member beside its mirror in one worker's batch
+    (also sharing the action noise with `es.common_action_noise`). Otherwise the
+    environments' initial states are the workers' own; so is the action noise. The
     observation statistics each worker gathered are merged into the algorithm's.
 
     A worker that fails is logged and replaced, and its slice evaluated again by the
@@ -88,23 +114,32 @@ class RayPopulation:
         seed: int = 0,
         timeout: float = 300.0,
         make_env: Callable = _make_es_env,
+        streams_seed: int | None = None,
     ):
         """Starts the workers; Ray must be connected (`connect`).
 
         Args:
           config: the run's config (the workers build their ES from it).
           algo: the `ES` that holds theta and learns.
-          num_workers: Ray actors, at most 2N.
+          num_workers: Ray actors, at most N.
           cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`.
           seed: the seed of the algorithm (theta's noise), as `train.seed`.
           make_env: `(config, size, seed)` -> the in-graph environments of a slice.
+          streams_seed: with `es.common_random_numbers`, the seed each generation's
+            streams derive from, as `GenerationTrainer`'s seed (the train script gives
+            both `train.seed` + the step it starts from); None for `seed`.
         """
         self._algo = algo
-        members = 2 * algo.strategy.pairs
-        if not 1 <= num_workers <= members:
-            raise ValueError(f"{num_workers} workers for {members} members: use 1 to {members}.")
-        bounds = np.linspace(0, members, num_workers + 1).round().astype(int)
-        self.slices = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        pairs = algo.strategy.pairs
+        if not 1 <= num_workers <= pairs:
+            raise ValueError(
+                f"{num_workers} workers for {pairs} mirrored pairs: use 1 to {pairs} (a "
+                "member and its mirror are evaluated by one worker)."
+            )
+        bounds = [index * pairs // num_workers for index in range(num_workers + 1)]
+        self.slices = list(zip(bounds[:-1], bounds[1:]))  # pairs [start, stop) of each worker
+        self._common = bool(config.es.common_random_numbers)
+        self._streams_seed = seed if streams_seed is None else int(streams_seed)
 
         def make_worker(index: int, restarts: int):
             env_seed = seed + 1000 * (index + 1) + 100_000 * restarts
@@ -141,13 +176,19 @@ class RayPopulation:
         before = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
         theta = ray.put(strategy.theta.numpy())
         statistics = ray.put(before)
+        stream_seed = common_seed(self._streams_seed, generation) if self._common else None
 
         def evaluate(index: int, handle):
             start, stop = self.slices[index]
-            return handle.evaluate.remote(theta, statistics, generation, start, stop)
+            return handle.evaluate.remote(theta, statistics, generation, start, stop, stream_seed)
 
         ordered = self._workers.gather(evaluate, f"generation {generation}")
-        fitness = np.concatenate([result[0] for result in ordered])
+        pairs = strategy.pairs
+        fitness = np.zeros(2 * pairs, np.float32)  # [2N], in member order
+        for (start, stop), result in zip(self.slices, ordered, strict=True):
+            members, mirrors = np.split(result[0], 2)
+            fitness[start:stop] = members
+            fitness[pairs + start : pairs + stop] = mirrors
         if normalizer is not None:
             merged = merge_statistics(before, [result[2] for result in ordered])
             for variable, value in zip(normalizer.variables, merged, strict=True):

@@ -80,11 +80,12 @@ class RayTrainer(Trainer):
             )
         name = config.algorithm.name
         if _is_population(algo_cls):
-            members = 2 * config[algorithm_section(config)].population
-            if cfg.num_actors > members:
+            pairs = config[algorithm_section(config)].population
+            if cfg.num_actors > pairs:
                 raise ConfigError(
-                    f"Invalid ray.num_actors={cfg.num_actors}; ES's {members} members give "
-                    f"work to at most {members} workers."
+                    f"Invalid ray.num_actors={cfg.num_actors}; ES's {pairs} mirrored pairs "
+                    f"give work to at most {pairs} workers (a member and its mirror are "
+                    f"evaluated by one worker): use 1 to {pairs}."
                 )
             return
         section = algorithm_section(config)
@@ -188,7 +189,12 @@ class RayTrainer(Trainer):
             section = config[algorithm_section(config)]
             if _is_population(type(algo)):
                 self._runner = RayPopulation(
-                    config, algo, cfg.num_actors, seed=config.train.seed, **common
+                    config,
+                    algo,
+                    cfg.num_actors,
+                    seed=config.train.seed,
+                    streams_seed=seed,
+                    **common,
                 )
             elif _is_off_policy(type(algo)):
                 self._runner = RayApex(config, algo, cfg.num_actors, seed=seed, **common)

@@ -52,6 +52,8 @@ def test_tell_takes_fitness_computed_elsewhere_for_a_slice():
     parts = [strategy.members(i, i + 2, generation=0).numpy() for i in (0, 2, 4, 6)]
     np.testing.assert_array_equal(np.concatenate(parts), whole)
     np.testing.assert_allclose(whole[:4] + whole[4:], 0.0, atol=1e-6)  # Mirrored about 0.
+    # Whole pairs, as a worker with common random numbers asks: members 1, 2, 5 and 6.
+    np.testing.assert_array_equal(strategy.pair_members(1, 3, generation=0), whole[[1, 2, 5, 6]])
     strategy.tell(np.arange(8.0))
     assert int(strategy.generation) == 1
 

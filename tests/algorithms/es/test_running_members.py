@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.es import ES, PopulationPolicy
+from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy
 from batchrl.algorithms.es.es import PopulationEvaluator, common_streams
 from batchrl.config import ConfigError, load_run_config
 from batchrl.networks import PopulationNetwork
@@ -74,14 +74,33 @@ def test_common_streams_pair_each_member_with_its_mirror():
     np.testing.assert_array_equal(common_streams(3, 6), [0, 1, 2, 0, 1, 2])
 
 
+def test_a_slice_of_pairs_gets_the_streams_it_has_in_the_whole_batch():
+    # N = 4 pairs, E = 2: a worker holds pairs 2 and 3, members 2, 3 and mirrors 6, 7.
+    whole = common_streams(4, 16).reshape(8, 2)  # [members, E]
+    np.testing.assert_array_equal(common_streams(2, 8, first_pair=2), whole[[2, 3, 6, 7]].ravel())
+    np.testing.assert_array_equal(common_streams(2, 8, first_pair=2), [4, 5, 6, 7, 4, 5, 6, 7])
+
+
 def test_common_random_numbers_need_restartable_streams():
-    config = load_run_config("cartpole_es", ["es.common_random_numbers=true", "es.population=2"])
+    with pytest.raises(ConfigError, match="env.id='CartPole-v1' with env.backend='tensorflow'"):
+        load_run_config("cartpole_es", ["es.common_random_numbers=true", "es.population=2"])
+    with pytest.raises(ConfigError, match="env.backend='gymnasium' has none"):
+        load_run_config(
+            "nsfnet_es", ["env.backend=gymnasium", "train.jit_compile=false", "runner.name=ray"]
+        )
+    # A trainer handed other environments than the config's says so too.
+    config = load_run_config("cartpole_es", ["es.population=2"])
     env = ES.make_batch_env(config, 0)
     algo = ES(env, config)
-    with pytest.raises(ConfigError, match="CartPole-v1 cannot"):
-        ES.make_trainer(config, algo, env, 0)
+    common = load_run_config("nsfnet_es", ["es.population=2"])
+    with pytest.raises(ConfigError, match="CartPole .* has no restart_streams"):
+        GenerationTrainer(common, algo, env)
 
 
-def test_common_random_numbers_only_with_the_local_runner():
-    with pytest.raises(ConfigError, match="common random numbers pair environments"):
-        load_run_config("cartpole_es", ["es.common_random_numbers=true", "runner.name=threads"])
+def test_common_random_numbers_run_on_the_local_and_ray_runners():
+    pytest.importorskip("ray")
+    for runner in ("local", "ray"):
+        config = load_run_config("nsfnet_es", [f"runner.name={runner}"])
+        assert config.es.common_random_numbers and config.runner.name == runner
+    with pytest.raises(ConfigError, match="ray.num_actors=129; ES's 128 mirrored pairs"):
+        load_run_config("nsfnet_es", ["runner.name=ray", "ray.num_actors=129"])
