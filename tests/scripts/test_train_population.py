@@ -8,21 +8,7 @@ import tensorflow as tf
 
 from batchrl.config import ConfigError, load_run_config, save_config
 from batchrl.runners import train
-
-
-def quiet(*_, **__):
-    pass
-
-
-def scalars(folder, tag):
-    """The (step, value) pairs of a scalar tag in the event files of `folder`."""
-    pairs = []
-    for path in sorted(folder.glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    pairs.append((event.step, float(tf.make_ndarray(value.tensor))))
-    return pairs
+from tests.scripts.test_train_tf import quiet, scalars
 
 
 def _debug(*overrides):
