@@ -266,6 +266,7 @@ def _check_env(env: Config, train: Config) -> None:
 def _check_train(train: Config) -> None:
     _positive(train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes")
     _require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
+    _require(train.max_seconds >= 0, "train.max_seconds", train.max_seconds, ">= 0 (0: no budget)")
     _require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
 
 

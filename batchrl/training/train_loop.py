@@ -22,6 +22,8 @@ from batchrl.training.export import METADATA, export_policy
 from batchrl.training.members import MemberLogs
 from batchrl.training.policy_evaluator import PolicyEvaluator
 
+_clock = time.monotonic  # Of `train.max_seconds`; tests replace it.
+
 
 class Interrupted(Exception):
     """Training stopped on SIGINT (Ctrl-C) or SIGTERM, after saving a checkpoint."""
@@ -75,7 +77,7 @@ def run(
     progress,
     final_eval_env=None,
 ) -> dict[str, float]:
-    """Steps `trainer` until `train_config.total_steps`; evaluates, saves and exports.
+    """Steps `trainer` to `total_steps` or `max_seconds`; evaluates, saves and exports.
 
     Args:
       trainer: the runner's `Trainer`.
@@ -122,8 +124,9 @@ def run(
     next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None
     next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
     first_call, evaluated_at = True, None
+    out_of_time, budget_start = False, _clock()
     with StopSignals() as signals:
-        while int(step) < cfg.total_steps:
+        while int(step) < cfg.total_steps and not out_of_time:
             if trainer.jit_compile:  # Without a default writer: no summary ops to compile.
                 per_call, stats = trainer.step()
             else:
@@ -165,6 +168,10 @@ def run(
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
             progress(_status(int(step), cfg.total_steps, rate, last))
+            out_of_time = bool(cfg.max_seconds) and _clock() - budget_start >= cfg.max_seconds
+    if out_of_time:
+        took = _clock() - budget_start
+        progress(f"train.max_seconds={cfg.max_seconds} reached after {took:.1f} s.", final=True)
     if not (checkpoints.latest or "").endswith(f"-{int(step)}"):
         checkpoints.save(int(step))
     final_env = eval_env

@@ -22,7 +22,7 @@ from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
-from batchrl.training import PolicyEvaluator
+from batchrl.training import PolicyEvaluator, train_loop
 from batchrl.training.evaluation import Evaluation
 
 PPO_TAGS = {
@@ -306,6 +306,21 @@ def test_export_best_keeps_the_policy_of_the_best_evaluation(tmp_path, monkeypat
         "policy",
         "policy_best",
     ]
+
+
+def test_max_seconds_stops_after_the_call_that_passes_the_budget(tmp_path, monkeypatch):
+    ticks = iter(range(1000))  # A clock that advances one second per reading.
+    monkeypatch.setattr(train_loop, "_clock", lambda: float(next(ticks)))
+    config = load_run_config("debug", ["train.max_seconds=3", "train.total_steps=4480"])
+    calls = 3  # Read at 0 (start), then after calls 1, 2 and 3: the third reads 3 >= 3.
+    result = train(config, tmp_path, progress=quiet)
+    per_call = config.train.steps_per_call * config.env.num_envs
+    assert result["step"] == calls * per_call < config.train.total_steps
+    assert np.isfinite(result["eval_return"])  # The final evaluation ran,
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith(
+        f"-{calls * per_call}"
+    )
+    assert (tmp_path / "policy" / "saved_model.pb").exists()  # and the export.
 
 
 def test_cartpole_learns(tmp_path):
