@@ -37,11 +37,11 @@ def test_parameter_counts_match_the_reference(name, size, readout, count):
 
 def permuted(topology, order):
     """The same network with its links listed in `order` (new link i is old link order[i])."""
-    inverse = np.argsort(order)  # old index -> new index
+    inverse = np.append(np.argsort(order), topology.num_links)  # old -> new; padding stays
     return dataclasses.replace(
         topology,
         links=topology.links[order],
-        incidence=topology.incidence[..., order],
+        path_links=inverse[topology.path_links],
         message_pairs=inverse[topology.message_pairs],
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -11,7 +12,11 @@ from importlib import resources
 
 import numpy as np
 
+from batchrl.envs.routing.generate import MAX_NODES, MIN_NODES, parse_generated, waxman_edges
+
 SHIPPED = ("nsfnet", "geant2")
+GENERATED = "waxman-<N>-s<seed>"
+ATTEMPTS = 10  # Graphs drawn for a generated name before giving up.
 CAPACITY = 200.0
 K = 4
 
@@ -34,8 +39,9 @@ class Topology:
       capacity: the capacity of every link.
       k: K, the number of candidate paths per pair.
       paths: {(s, t): K tuples of nodes}, for every s != t.
-      incidence: float32 [N, N, K, L], 1 on the links of the k-th path from s to t (zero
-        for s = t); the fixed-size form of `paths` that batches of networks gather from.
+      path_links: int32 [N, N, K, H], the links of the k-th path from s to t in order,
+        padded with L (no link) to H, the most hops of any path; the fixed-size form of
+        `paths` that batches of networks gather from (all L for s = t).
       hops: int32 [N, N, K], the number of links of each path (zero for s = t).
       message_pairs: int32 [M, 2], (first, second) for every link first = (i, j) and every
         out-link second = (j, m) of j with m != i: the upstream links a graph network
@@ -49,7 +55,7 @@ class Topology:
     capacity: float
     k: int
     paths: dict
-    incidence: np.ndarray
+    path_links: np.ndarray
     hops: np.ndarray
     message_pairs: np.ndarray
     node_names: tuple
@@ -58,9 +64,26 @@ class Topology:
     def num_links(self) -> int:
         return len(self.links)
 
+    @functools.cached_property
+    def incidence(self) -> np.ndarray:
+        """float32 [N, N, K, L], 1 on the links of the k-th path from s to t (zero for
+        s = t): `path_links` as a dense mask, N^2 K L floats (64 MB at 100 nodes and 400
+        links), so built only when asked for (the NumPy `RoutingEnv` reads it)."""
+        n, k, links = self.num_nodes, self.k, self.num_links
+        dense = np.zeros([n, n, k, links + 1], np.float32)  # Column L takes the padding.
+        index = np.indices(self.path_links.shape[:3])
+        dense[(*index[..., None], self.path_links)] = 1.0
+        return dense[..., :links]
+
 
 def load_topology(source="nsfnet", k: int = K) -> Topology:
-    """Loads a shipped topology, a JSON file of the same format, or a networkx graph.
+    """Loads a shipped topology, a JSON file of the same format, a generated one, or a
+    networkx graph.
+
+    A generated topology is named 'waxman-<N>-s<seed>': the Waxman graph of N nodes
+    that `generate.waxman_edges` draws from the seed (connected, degrees 2 to 6), every
+    link of capacity 200; if some pair has fewer than k candidate paths, the next
+    attempt of the same seed is drawn, up to ATTEMPTS.
 
     A JSON file holds `nodes` (the number N), and either `directed_edges` (every directed
     link, as [u, v] lists) or `edges` (undirected [u, v] lists, each giving the links
@@ -72,22 +95,27 @@ def load_topology(source="nsfnet", k: int = K) -> Topology:
     order; every link gets the capacity 200.
 
     Args:
-      source: 'nsfnet' or 'geant2', a path to a JSON file, or a networkx graph.
+      source: 'nsfnet' or 'geant2', a path to a JSON file, 'waxman-<N>-s<seed>', or a
+        networkx graph.
       k: the number of candidate paths per ordered pair.
 
     Returns:
       The topology with its candidate paths.
 
     Raises:
-      ValueError: the source is malformed, not strongly connected, or some pair has fewer
-        than k simple paths of at most 2 * diameter hops.
+      ValueError: the source is none of these, malformed, not strongly connected, or
+        some pair has fewer than k simple paths of at most 2 * diameter hops.
     """
     if not isinstance(source, str | os.PathLike):
         return _from_graph(source, k)
+    generated = parse_generated(str(source))
+    if generated is not None:
+        return _generate(str(source).lower(), *generated, k)
     if str(source).lower() in SHIPPED:
         files = resources.files("batchrl.envs.routing") / "topologies"
         text = (files / f"{str(source).lower()}.json").read_text()
     else:
+        check_topology_source(source)  # A clear message for a name that is nothing.
         with open(source) as file:
             text = file.read()
     data = json.loads(text)
@@ -103,6 +131,38 @@ def load_topology(source="nsfnet", k: int = K) -> Topology:
     names = tuple(str(node) for node in range(num_nodes))
     name = data.get("name", os.path.splitext(os.path.basename(str(source)))[0])
     return make_topology(num_nodes, links, float(data.get("capacity", CAPACITY)), k, name, names)
+
+
+def check_topology_source(source: str) -> None:
+    """Raises ValueError, naming `source` and the valid sources, unless `load_topology`
+    can read it: a shipped name, an existing file, or a generated name with N in
+    MIN_NODES..MAX_NODES. Computes no paths."""
+    name = str(source).lower()
+    generated = parse_generated(name)
+    if name in SHIPPED or os.path.isfile(source):
+        return
+    if generated is not None and MIN_NODES <= generated[0] <= MAX_NODES:
+        return
+    raise ValueError(
+        f"{source!r} is not a topology; valid topologies are {list(SHIPPED)}, the path of "
+        f"an existing topology JSON file, or a generated {GENERATED!r} with N in "
+        f"{MIN_NODES}..{MAX_NODES} (e.g. 'waxman-100-s0')."
+    )
+
+
+def _generate(name: str, num_nodes: int, seed: int, k: int) -> Topology:
+    """The generated topology `name` (see `load_topology`)."""
+    if not MIN_NODES <= num_nodes <= MAX_NODES:
+        raise ValueError(f"{name!r}: N = {num_nodes}; valid values are {MIN_NODES}..{MAX_NODES}.")
+    error = None
+    for attempt in range(ATTEMPTS):
+        try:
+            edges = waxman_edges(num_nodes, seed, attempt=attempt)
+            links = reference_link_order([edge for u, v in edges for edge in ([u, v], [v, u])])
+            return make_topology(num_nodes, links, CAPACITY, k, name)
+        except ValueError as failure:
+            error = failure
+    raise ValueError(f"{name!r}: no attempt of {ATTEMPTS} had k = {k} paths per pair: {error}")
 
 
 def reference_link_order(directed_edges: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
@@ -148,8 +208,6 @@ def make_topology(
     cutoff = 2 * int(distances.max())
     link_index = {edge: i for i, edge in enumerate(edges)}
     paths = {}
-    incidence = np.zeros([num_nodes, num_nodes, k, len(edges)], np.float32)
-    hops = np.zeros([num_nodes, num_nodes, k], np.int32)
     for s in range(num_nodes):
         for t in range(num_nodes):
             if s == t:
@@ -161,10 +219,13 @@ def make_topology(
                     f"from {s} to {t}, fewer than k = {k}; pass a smaller k."
                 )
             paths[(s, t)] = tuple(found)
-            for i, path in enumerate(found):
-                hops[s, t, i] = len(path) - 1
-                for edge in zip(path[:-1], path[1:]):
-                    incidence[s, t, i, link_index[edge]] = 1.0
+    most_hops = max((len(path) - 1 for found in paths.values() for path in found), default=1)
+    path_links = np.full([num_nodes, num_nodes, k, most_hops], len(edges), np.int32)
+    hops = np.zeros([num_nodes, num_nodes, k], np.int32)
+    for (s, t), found in paths.items():
+        for i, path in enumerate(found):
+            hops[s, t, i] = len(path) - 1
+            path_links[s, t, i, : len(path) - 1] = [link_index[e] for e in zip(path, path[1:])]
     message_pairs = [
         (link_index[(i, j)], link_index[(j, m)]) for i, j in edges for m in successors[j] if m != i
     ]
@@ -175,7 +236,7 @@ def make_topology(
         capacity=float(capacity),
         k=k,
         paths=paths,
-        incidence=incidence,
+        path_links=path_links,
         hops=hops,
         message_pairs=np.array(message_pairs, np.int32).reshape(-1, 2),
         node_names=tuple(node_names or (str(node) for node in range(num_nodes))),
