@@ -43,6 +43,8 @@ EXCEPTIONS = {
     # activation; imported inside the checks, so that loading a config stays light.
     ("batchrl.config.run_config", "batchrl.tools"),
     ("batchrl.config.run_config", "batchrl.networks"),
+    # Checks at config load that env.topologies names topologies, without building them.
+    ("batchrl.config.run_config", "batchrl.envs"),
 }
 # The batching pipeline, and nothing else, lives in tools/.
 TOOLS = {

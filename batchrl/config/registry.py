@@ -135,6 +135,7 @@ ENVIRONMENTS = Registry(
         "Pendulum-v1": "batchrl.envs.pendulum:Pendulum",
         "batchrl/Routing-NSFNET-v0": "batchrl.envs.routing:make_nsfnet",
         "batchrl/Routing-GEANT2-v0": "batchrl.envs.routing:make_geant2",
+        "batchrl/Routing-v0": "batchrl.envs.routing:Routing",  # On env.topologies.
     },
 )
 # Families of Gymnasium environments whose ids exist only once a function has run

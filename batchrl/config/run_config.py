@@ -237,6 +237,7 @@ def _check_env(env: Config, train: Config) -> None:
     from batchrl.tools.environments import check_env_id, check_tensorflow_env_id
 
     check_choice("env.backend", env.backend, BACKENDS)
+    _check_topologies(env)
     _positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
     _require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
     _require(env.worker_timeout > 0, "env.worker_timeout", env.worker_timeout, "> 0 seconds")
@@ -261,6 +262,32 @@ def _check_env(env: Config, train: Config) -> None:
             f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
             f"train.jit_compile={train.jit_compile})."
         )
+
+
+MIXED_ROUTING = "batchrl/Routing-v0"
+
+
+def _check_topologies(env: Config) -> None:
+    """`env.topologies` goes with env.id batchrl/Routing-v0 and names loadable topologies."""
+    topologies = list(env.get("topologies", ()))
+    if (env.id == MIXED_ROUTING) != bool(topologies):
+        raise ConfigError(
+            f"env.id={env.id!r} with env.topologies={topologies}: a mixed routing batch is "
+            f"env.id={MIXED_ROUTING!r} with a non-empty env.topologies list (e.g. "
+            "[nsfnet, geant2]); other environments take no env.topologies."
+        )
+    if topologies and (env.backend != "tensorflow" or env.eval_on_gymnasium):
+        raise ConfigError(
+            f"env.topologies={topologies} needs env.backend='tensorflow' and "
+            "env.eval_on_gymnasium=false: mixed batches exist only in TensorFlow ops."
+        )
+    if topologies:  # Imported only then: loading other configs stays light.
+        from batchrl.envs.routing.topology import check_topology_source
+    for i, source in enumerate(topologies):
+        try:
+            check_topology_source(source)
+        except ValueError as error:
+            raise ConfigError(f"env.topologies[{i}]={source!r}: {error}") from None
 
 
 def _check_train(train: Config) -> None:

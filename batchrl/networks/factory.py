@@ -53,11 +53,14 @@ def make_graph(network, layers: Sequence[int], output: int, output_gain: float, 
     )
 
 
-def make_population_network(network, observ_size: int, output: int) -> PopulationNetwork:
+def make_population_network(
+    network, observ_size: int, output: int, topologies: Sequence[str] = ()
+) -> PopulationNetwork:
     """The batched-parameters network ES evaluates a population with.
 
     `network.name` feedforward gives a `PopulationMLP` of `network.policy_layers`; graph
-    gives a `GraphPopulation` on `make_graph_features(network)`.
+    gives a `GraphPopulation` on `make_graph_features(network, topologies)` (`topologies`:
+    `env.topologies`, a mixed batch's).
 
     Raises:
       ConfigError: `network.name` has no population form.
@@ -68,7 +71,7 @@ def make_population_network(network, observ_size: int, output: int) -> Populatio
         from batchrl.networks.graph import GraphPopulation
 
         return GraphPopulation(
-            make_graph_features(network),
+            make_graph_features(network, topologies),
             network.link_state_size,
             network.readout_units,
             network.message_passing_steps,
@@ -82,34 +85,48 @@ def make_population_network(network, observ_size: int, output: int) -> Populatio
 POPULATION_NETWORKS = ("feedforward", "graph")
 
 
-def check_graph_config(network) -> None:
-    """Raises ConfigError on a `network` section graph cannot build (without building it)."""
+def check_graph_config(network, topologies: Sequence[str] = ()) -> None:
+    """Raises ConfigError on a `network` section graph cannot build (without building it).
+
+    `topologies` are `env.topologies` (a mixed batch's), which a graph network reads when
+    `network.topology` is empty.
+    """
     GRAPH_FEATURES.resolve(network.graph_features)
-    if not network.topology:
+    if network.topology and topologies:
+        raise ConfigError(
+            f"network.topology={network.topology!r} with env.topologies={list(topologies)}: "
+            "a graph network on a mixed batch reads env.topologies; set network.topology: ''."
+        )
+    if not network.topology and not topologies:
         make_graph_features(network)
     for key, least in (("link_state_size", 4), ("readout_units", 1), ("message_passing_steps", 1)):
         if network[key] < least:
             raise ConfigError(f"Invalid network.{key}={network[key]}; valid values are >= {least}.")
 
 
-def make_graph_features(network):
+def make_graph_features(network, topologies: Sequence[str] = ()):
     """What the graph network reads the observations as: the `GraphFeatures` that
     `network.graph_features` names (routing: `batchrl.envs.routing.RoutingGraphFeatures`),
-    built on `network.topology`, the environment's.
+    built on `network.topology`, the environment's, or, when that is empty, on the list
+    `topologies` (`env.topologies`, a mixed batch's).
 
     Raises:
-      ConfigError: `network.topology` is empty or does not load.
+      ConfigError: both are empty, or the topology does not load.
     """
-    if not network.topology:
+    if not network.topology and not topologies:
         raise ConfigError(
             "network.name=graph needs network.topology: nsfnet, geant2 or the path of a "
-            "topology JSON file (the environment's topology)."
+            "topology JSON file (the environment's topology), or env.topologies for a "
+            "mixed batch (ES)."
         )
     features = GRAPH_FEATURES.resolve(network.graph_features)
+    key, source = ("network.topology", network.topology)
+    if not network.topology:
+        key, source = ("env.topologies", list(topologies))
     try:
-        return features(network.topology)
+        return features(source)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"network.topology={network.topology!r}: {error}") from None
+        raise ConfigError(f"{key}={source!r}: {error}") from None
 
 
 def make_network(

@@ -27,11 +27,17 @@ class GraphFeatures(Protocol):
       num_features: F, the features of a vertex; the network's states are wider (H >= F)
         and start as the features padded with zeros.
       num_actions: A, the actor's graphs per observation.
+
+    A family of graphs of different shapes (for routing, a batch that mixes topologies)
+    sets `edges` to None and gives instead `graphs`, a tuple of T (V_t, edges_t [P_t, 2]),
+    V the largest V_t, and `graph_index(observ)`: int32 [...], which of the T graphs
+    each observation's are. Graph t's vertices are 0..V_t - 1; its features are padded
+    with vertices V_t..V - 1, which the network ignores (`GraphCore`).
     """
 
     name: str
     num_vertices: int
-    edges: np.ndarray
+    edges: np.ndarray | None
     num_features: int
     num_actions: int
 
@@ -106,6 +112,13 @@ class GraphCore:
     network (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network.
     The message layer is split as [h_s ; h_r] W_m = (h W_top)_s + (h W_bottom)_r, so
     each vertex is projected once rather than once per edge.
+
+    A family of graphs (`GraphFeatures.graphs`) takes `which` [M, G], each graph's
+    member of the family: each graph gathers its own edges (padded with edges whose
+    messages no vertex reads) and each vertex sums its own incoming messages, so a padded
+    vertex sends and receives nothing; its state still evolves from zeros, and the
+    readout sums only the graph's own V_t vertices. A graph's scores are therefore those
+    of the same graph alone, up to float32 rounding: the sums run in another order.
     """
 
     def __init__(
@@ -122,6 +135,10 @@ class GraphCore:
         self.size = int(link_state_size)
         self.readout = int(readout_units)
         self.steps = int(steps)
+        self.family = features.edges is None
+        if self.family:
+            self._make_family(features.num_vertices, features.graphs)
+            return
         edges = np.asarray(features.edges, np.int32).reshape(-1, 2)  # [P, 2]
         self._first = tf.constant(edges[:, 0], tf.int32)  # [P]
         self._second = tf.constant(edges[:, 1], tf.int32)  # [P]
@@ -129,8 +146,38 @@ class GraphCore:
         scatter[edges[:, 1], np.arange(len(edges))] = 1.0
         self._scatter = tf.constant(scatter)  # [V, P], sums messages at the receiver
 
-    def __call__(self, weights: dict, states: tf.Tensor) -> tf.Tensor:
-        """Scores [M, G] of vertex states [M, G, V, H] with weights {name: [M, ...]}."""
+    def _make_family(self, num_vertices: int, graphs) -> None:
+        """The edges [T, P] and incoming lists [T, V, D] of a family of T graphs.
+
+        Graph t's edges are padded to P with (0, 0), whose messages no vertex reads; a
+        vertex's incoming list names its D_v incoming edges, then P (a zero message) up
+        to D, the most incoming edges of any vertex.
+        """
+        graphs = [(int(v), np.asarray(e, np.int32).reshape(-1, 2)) for v, e in graphs]
+        if max(v for v, _ in graphs) > num_vertices:
+            raise ValueError(f"A graph of the family has more than V = {num_vertices} vertices.")
+        most_edges = max(max(len(e) for _, e in graphs), 1)
+        incoming = [[np.flatnonzero(e[:, 1] == v) for v in range(num_vertices)] for _, e in graphs]
+        most_incoming = max(max(len(i) for lists in incoming for i in lists), 1)
+        first = np.zeros([len(graphs), most_edges], np.int32)
+        second = np.zeros([len(graphs), most_edges], np.int32)
+        lists = np.full([len(graphs), num_vertices, most_incoming], most_edges, np.int32)
+        mask = np.zeros([len(graphs), num_vertices], np.float32)
+        for t, (size, edges) in enumerate(graphs):
+            first[t, : len(edges)], second[t, : len(edges)] = edges[:, 0], edges[:, 1]
+            for v, edge_ids in enumerate(incoming[t]):
+                lists[t, v, : len(edge_ids)] = edge_ids
+            mask[t, :size] = 1.0
+        self._first = tf.constant(first)  # [T, P]
+        self._second = tf.constant(second)  # [T, P]
+        self._incoming = tf.constant(lists)  # [T, V, D]
+        self._vertex_mask = tf.constant(mask)  # [T, V]
+
+    def __call__(self, weights: dict, states: tf.Tensor, which: tf.Tensor | None = None):
+        """Scores [M, G] of vertex states [M, G, V, H] with weights {name: [M, ...]}.
+
+        `which` [M, G] int32: each graph's member of a family (only for a family).
+        """
         h = states
         size = self.size
         kernel = weights["message_kernel"]  # [M, 2H, H]
@@ -139,11 +186,24 @@ class GraphCore:
         gru_bias = weights["gru_bias"]  # [M, 2, 3H]
         input_bias = gru_bias[:, None, None, 0]  # [M, 1, 1, 3H]
         state_bias = gru_bias[:, None, None, 1]  # [M, 1, 1, 3H]
+        if self.family:
+            first = tf.gather(self._first, which)  # [M, G, P]
+            second = tf.gather(self._second, which)  # [M, G, P]
+            lists = tf.gather(self._incoming, which)  # [M, G, V, D]
         for _ in range(self.steps):
-            upstream = tf.gather(_matmul(h, top), self._first, axis=2)  # [M, G, P, H]
-            downstream = tf.gather(_matmul(h, bottom), self._second, axis=2)  # [M, G, P, H]
-            message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
-            incoming = tf.linalg.matmul(self._scatter, message)  # [M, G, V, H]
+            if self.family:
+                upstream = tf.gather(_matmul(h, top), first, batch_dims=2)  # [M, G, P, H]
+                downstream = tf.gather(_matmul(h, bottom), second, batch_dims=2)
+                message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
+                message = tf.pad(message, [[0, 0], [0, 0], [0, 1], [0, 0]])  # [M, G, P + 1, H]
+                incoming = tf.reduce_sum(
+                    tf.gather(message, lists, batch_dims=2), axis=3
+                )  # [M, G, V, H]
+            else:
+                upstream = tf.gather(_matmul(h, top), self._first, axis=2)  # [M, G, P, H]
+                downstream = tf.gather(_matmul(h, bottom), self._second, axis=2)
+                message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
+                incoming = tf.linalg.matmul(self._scatter, message)  # [M, G, V, H]
             x = _matmul(incoming, weights["gru_kernel"]) + input_bias  # [M, G, V, 3H]
             r = _matmul(h, weights["gru_recurrent_kernel"]) + state_bias  # [M, G, V, 3H]
             x_z, x_r, x_h = tf.split(x, 3, axis=-1)
@@ -152,6 +212,8 @@ class GraphCore:
             reset = tf.sigmoid(x_r + r_r)
             candidate = tf.tanh(x_h + reset * r_h)
             h = z * h + (1.0 - z) * candidate  # [M, G, V, H]
+        if self.family:
+            h *= tf.gather(self._vertex_mask, which)[..., None]  # [M, G, V, H]
         g = tf.reduce_sum(h, axis=2)  # [M, G, H]
         g = tf.nn.selu(_dense(g, weights["readout1_kernel"], weights["readout1_bias"]))
         g = tf.nn.selu(_dense(g, weights["readout2_kernel"], weights["readout2_bias"]))
@@ -224,7 +286,10 @@ class GraphPopulation(PopulationNetwork):
         graphs = tf.reshape(
             states, [shape[0], -1, features.num_vertices, self.core.size]
         )  # [M, E A, V, H]
-        scores = self.core(self.unflatten(params), graphs)  # [M, E A]
+        which = None
+        if self.core.family:
+            which = tf.repeat(features.graph_index(observ), features.num_actions, axis=-1)
+        scores = self.core(self.unflatten(params), graphs, which)  # [M, E A]
         scores = tf.reshape(scores, [shape[0], shape[1], features.num_actions])  # [M, E, A]
         return tf.nn.softmax(scores, axis=-1)
 
@@ -271,4 +336,8 @@ class GraphNetwork(tf.Module):
         graphs = int(states.shape[1])
         states = tf.reshape(states, [1, -1, features.num_vertices, self.core.size])
         weights = {name: value[None] for name, value in self.weights.items()}
-        return tf.reshape(self.core(weights, states), [-1, graphs])  # [N, A] or [N, 1]
+        which = None
+        if self.core.family:
+            which = tf.repeat(features.graph_index(observ), graphs)[None]  # [1, N A]
+        scores = self.core(weights, states, which)
+        return tf.reshape(scores, [-1, graphs])  # [N, A] or [N, 1]

@@ -169,7 +169,13 @@ def make_in_graph_env(
     backend = backend or env_config.backend
     total = members * num_envs
     if backend == "tensorflow":
-        env = make_tensorflow_env(env_config.id, total, seed % 2**31, env_config.max_episode_steps)
+        env = make_tensorflow_env(
+            env_config.id,
+            total,
+            seed % 2**31,
+            env_config.max_episode_steps,
+            env_config.get("topologies", ()),
+        )
         if members > 1:
             if not hasattr(env, "set_members"):
                 raise ConfigError(
@@ -200,7 +206,9 @@ def restart_streams(batch_env, seed: int) -> None:
         batch_env.seed = seed
 
 
-def make_tensorflow_env(name: str, batch_size: int, seed: int = 0, max_episode_steps: int = 0):
+def make_tensorflow_env(
+    name: str, batch_size: int, seed: int = 0, max_episode_steps: int = 0, topologies=()
+):
     """A batch of `batch_size` environments written in TensorFlow ops (`batchrl.envs`).
 
     Args:
@@ -210,14 +218,18 @@ def make_tensorflow_env(name: str, batch_size: int, seed: int = 0, max_episode_s
       batch_size: the number of environments B.
       seed: the seed of the initial-state streams, in [0, 2**31).
       max_episode_steps: the time limit; 0 keeps the environment's default.
+      topologies: routing's `env.topologies`, passed as `topology=[...]` when not empty.
 
     Raises:
       ConfigError: `name` names no environment.
     """
     constructor = ENVIRONMENTS.resolve(name)
+    kwargs = {"seed": seed}
     if max_episode_steps:
-        return constructor(batch_size, seed=seed, max_episode_steps=max_episode_steps)
-    return constructor(batch_size, seed=seed)
+        kwargs["max_episode_steps"] = max_episode_steps
+    if topologies:
+        kwargs["topology"] = list(topologies)
+    return constructor(batch_size, **kwargs)
 
 
 def check_tensorflow_env_id(env_id: str) -> None:

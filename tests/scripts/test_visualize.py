@@ -14,7 +14,7 @@ from batchrl.config import default_config_dir, load_run_config
 from batchrl.config.run_config import check_run_config
 from batchrl.runners import train
 from batchrl.scripts import visualize as visualize_script
-from batchrl.tools.environments import check_env_id, make_env
+from batchrl.tools.environments import check_env_id, make_env, make_tensorflow_env
 from batchrl.training.video import OFFSCREEN_PACKAGES as PACKAGES
 
 # Pendulum-v1 renders 500 x 500 frames at 30 per second, CartPole-v1 600 x 400 at 50 and
@@ -196,6 +196,10 @@ def test_every_config_loads_and_makes_its_environment():
     for name in names:
         config = load_run_config(name)
         check_run_config(config)
+        if config.env.topologies:  # A mixed routing batch exists only in TensorFlow ops.
+            env = make_tensorflow_env(config.env.id, 2, topologies=config.env.topologies)
+            assert env.observation_space.shape, name
+            continue
         check_env_id(config.env.id)
         env = make_env(config.env.id, config.env.max_episode_steps)
         assert env.observation_space.shape, name

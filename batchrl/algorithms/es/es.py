@@ -482,7 +482,7 @@ class ES(Algorithm, Policy):
                 "networks take vector observations (conv_filters: [])."
             )
         if config.network.name == "graph":
-            check_graph_config(config.network)
+            check_graph_config(config.network, config.env.get("topologies", ()))
         if config.network.name == "graph" and cfg.normalize_observ:
             raise ConfigError(
                 "es.normalize_observ=true with network.name=graph: the graph network reads "
@@ -530,7 +530,10 @@ class ES(Algorithm, Policy):
         self._action_space = batch_env.action_space
         network = config.network
         self.network = make_population_network(
-            network, int(np.prod(self._observ_shape)), action_size(self._action_space)
+            network,
+            int(np.prod(self._observ_shape)),
+            action_size(self._action_space),
+            config.env.get("topologies", ()),
         )
         self.strategy = Strategy(self.network.init_params(seed), cfg, seed)
         self.observ_normalizer = None

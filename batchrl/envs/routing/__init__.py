@@ -18,7 +18,13 @@ from batchrl.envs.routing.observation import (
 )
 from batchrl.envs.routing.routing import Routing
 from batchrl.envs.routing.routing_env import RoutingEnv
-from batchrl.envs.routing.topology import Topology, load_topology, make_topology
+from batchrl.envs.routing.topology import (
+    Topology,
+    check_topology_source,
+    load_topology,
+    make_topology,
+)
+from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 
 # Importing this package registers the Gymnasium ids of `RoutingEnv`; without the import,
 # gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0") imports it first, and
@@ -54,10 +60,13 @@ __all__ = [
     "RoutingObserv",
     "register_gym_ids",
     "Topology",
+    "TopologySet",
+    "check_topology_source",
     "load_topology",
     "make_geant2",
     "make_nsfnet",
     "make_topology",
+    "make_topology_set",
     "observation_space",
     "split_observ",
 ]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
-from batchrl.envs.routing.observation import DEMANDS, split_observ
+from batchrl.envs.routing.observation import DEMANDS, observ_size, split_observ
 from batchrl.envs.routing.topology import Topology, load_topology
+from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 
 
 class RoutingGraphFeatures:
@@ -20,26 +23,40 @@ class RoutingGraphFeatures:
                                        the demand size (8, 32, 64) on the links of path k,
                                        zero elsewhere
         state_graph    [..., 1, L, 1]  remaining capacity / capacity
+
+    Built on a list of topologies (a mixed batch's, `Routing(topology=[...])`), it is a
+    family of T graphs: `graphs` holds each topology's (links, message pairs), the
+    features are padded to the largest topology's L links (the padded links read zeros,
+    and the network ignores them), and `graph_index` reads each observation's topology.
     """
 
-    def __init__(self, topology: Topology | str = "nsfnet"):
+    def __init__(self, topology: Topology | TopologySet | str | Sequence = "nsfnet"):
         """Args:
         topology: a `Topology`, or what `load_topology` loads ('nsfnet', 'geant2', a JSON
-          file or a networkx graph): the environment's.
+          file or a networkx graph): the environment's; or a list of them, or a
+          `TopologySet`, for a mixed batch.
         """
-        if not isinstance(topology, Topology):
+        if isinstance(topology, list | tuple):
+            topology = make_topology_set(topology)
+        elif not isinstance(topology, Topology | TopologySet):
             topology = load_topology(topology)
         self.topology = topology
         self.name = topology.name
         self.num_vertices = topology.num_links
-        self.edges = topology.message_pairs  # [P, 2]
         self.num_features = 1 + len(DEMANDS)
         self.num_actions = topology.k
+        self.mixed = isinstance(topology, TopologySet)
+        if self.mixed:
+            self.edges = None
+            self.graphs = tuple((t.num_links, t.message_pairs) for t in topology.topologies)
+            self._capacities = tf.constant(topology.capacities)  # [T]
+        else:
+            self.edges = topology.message_pairs  # [P, 2]
 
     def action_graphs(self, observ: tf.Tensor) -> tf.Tensor:
         """The features [..., K, L, 4] of each candidate path's graph."""
         parts = self._split(observ)
-        capacity = parts.capacities / self.topology.capacity  # [..., L]
+        capacity = parts.capacities / self._capacity(parts)  # [..., L]
         capacity = tf.broadcast_to(capacity[..., None, :], tf.shape(parts.path_marks))
         onehot = [tf.cast(tf.equal(parts.path_marks, d), tf.float32) for d in DEMANDS]
         return tf.stack([capacity, *onehot], axis=-1)  # [..., K, L, 4]
@@ -47,17 +64,30 @@ class RoutingGraphFeatures:
     def state_graph(self, observ: tf.Tensor) -> tf.Tensor:
         """The features [..., 1, L, 1] of the critic's one graph: the capacities."""
         parts = self._split(observ)
-        capacity = parts.capacities / self.topology.capacity  # [..., L]
+        capacity = parts.capacities / self._capacity(parts)  # [..., L]
         return capacity[..., None, :, None]  # [..., 1, L, 1]
+
+    def graph_index(self, observ: tf.Tensor) -> tf.Tensor:
+        """Each observation's topology int32 [...] (mixed batches; 0 for one topology)."""
+        parts = self._split(observ)
+        if not self.mixed:
+            return tf.zeros(tf.shape(parts.demand), tf.int32)
+        return tf.cast(parts.topology, tf.int32)
+
+    def _capacity(self, parts):
+        """The link capacity [..., 1] of each observation's topology (a scalar for one)."""
+        if not self.mixed:
+            return self.topology.capacity
+        return tf.gather(self._capacities, tf.cast(parts.topology, tf.int32))[..., None]
 
     def _split(self, observ):
         topology = self.topology
         size = int(observ.shape[-1])
-        expected = (topology.k + 1) * topology.num_links + 3
+        expected = observ_size(topology.num_links, topology.k, self.mixed)
         if size != expected:
             raise ValueError(
                 f"The graph network of {topology.name} ({topology.num_links} links, K = "
                 f"{topology.k}) takes observations of size {expected}, not {size}: does "
-                "network.topology name the environment's topology?"
+                "network.topology (or env.topologies) name the environment's topologies?"
             )
         return split_observ(observ, topology.k)

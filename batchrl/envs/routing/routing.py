@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.envs.routing.observation import DEMANDS, MAX_DEMAND, observation_space
 from batchrl.envs.routing.topology import Topology, load_topology
+from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 from batchrl.tools.in_graph_env import InGraphEnv
 
 
@@ -19,6 +22,7 @@ class Routing(InGraphEnv):
     `InGraphEnv` it holds:
 
         capacities   [B, L] float32  remaining capacity of each link
+        topology_index [B] int32     the network's topology in a mixed batch (else 0)
         demand       [B] float32     the current demand: 8, 32 or 64
         source       [B] int32       its source node
         destination  [B] int32       its destination node
@@ -38,6 +42,15 @@ class Routing(InGraphEnv):
 
     Time limit: with `max_episode_steps > 0`, `truncated = elapsed >= max_episode_steps`,
     as Gymnasium's `TimeLimit`; 0 means none, as in the reference.
+
+    Mixed batches: given a list of topologies (a `TopologySet`), network i routes on
+    topology `streams[i] mod T`, chosen when its episode starts. Every network is padded
+    to the largest topology (see `TopologySet` for why), and its observation ends with
+    its topology index (`observation_space`). Networks on one stream share a topology,
+    so common random numbers pair networks of the same topology; with the default
+    streams 0..B-1 the topologies take turns. A network of topology t sees exactly the
+    demands, observations (on its own links) and rewards it would see in a batch of t
+    alone on the same stream.
     """
 
     def __init__(
@@ -45,7 +58,7 @@ class Routing(InGraphEnv):
         batch_size: int,
         seed: int = 0,
         max_episode_steps: int = 0,
-        topology: str | Topology = "nsfnet",
+        topology: str | Topology | Sequence[str | Topology] = "nsfnet",
     ):
         """Builds the batch.
 
@@ -54,10 +67,17 @@ class Routing(InGraphEnv):
           seed: the seed of the demand streams, in [0, 2**31).
           max_episode_steps: the time limit; 0 for none.
           topology: a `Topology`, or what `load_topology` loads ('nsfnet', 'geant2', a
-            JSON file or a networkx graph).
+            JSON file or a networkx graph); or a list of them, or a `TopologySet`, for a
+            mixed batch (also a list of one: its observations carry the index).
         """
-        if not isinstance(topology, Topology):
-            topology = load_topology(topology)
+        if isinstance(topology, TopologySet):
+            padded = topology
+        elif isinstance(topology, list | tuple):
+            topology = padded = make_topology_set(topology)
+        else:
+            if not isinstance(topology, Topology):
+                topology = load_topology(topology)
+            padded = make_topology_set([topology])
         super().__init__(
             batch_size,
             observation_space(topology),
@@ -68,14 +88,20 @@ class Routing(InGraphEnv):
             raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         if int(max_episode_steps) < 0:
             raise ValueError(f"max_episode_steps must be 0 or positive, got {max_episode_steps}.")
-        self.topology = topology
+        self.topology = topology  # A `Topology`, or the `TopologySet` of a mixed batch.
+        self.mixed = isinstance(topology, TopologySet)
         self.max_episode_steps = int(max_episode_steps)
-        self._incidence = tf.constant(topology.incidence)  # [N, N, K, L]
+        self._num_topologies = len(padded)
+        self._path_links = tf.constant(padded.path_links)  # [T, N, N, K, H]
+        self._full = tf.constant(padded.capacities[:, None] * padded.link_mask)  # [T, L]
+        self._node_counts = tf.constant(padded.node_counts)  # [T]
         self._demands = tf.constant(DEMANDS, tf.float32)  # [3]
-        num_links = topology.num_links
+        self._num_links = padded.num_links
+        self._k = padded.k
         self.capacities = tf.Variable(
-            tf.fill([batch_size, num_links], topology.capacity), trainable=False
+            tf.fill([batch_size, padded.num_links], padded.capacity), trainable=False
         )
+        self.topology_index = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.demand = tf.Variable(tf.fill([batch_size], DEMANDS[0]), trainable=False)
         self.source = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
         self.destination = tf.Variable(tf.ones([batch_size], tf.int32), trainable=False)
@@ -121,6 +147,7 @@ class Routing(InGraphEnv):
         source: tf.Tensor,
         destination: tf.Tensor,
         indices: tf.Tensor | None = None,
+        topology_index: tf.Tensor | None = None,
     ) -> None:
         """Overwrites the state of the networks at `indices` (all when None).
 
@@ -133,10 +160,14 @@ class Routing(InGraphEnv):
           source: int32 [K], their sources.
           destination: int32 [K], their destinations, != source.
           indices: int32 [K] of batch indices.
+          topology_index: int32 [K], their topologies in a mixed batch; None keeps them.
         """
         if indices is None:
             indices = tf.range(self._batch_size)
         rows = tf.convert_to_tensor(indices, tf.int32)[:, None]
+        if topology_index is not None:
+            index = tf.convert_to_tensor(topology_index, tf.int32)
+            self.topology_index.scatter_nd_update(rows, index)
         self.capacities.scatter_nd_update(rows, tf.convert_to_tensor(capacities, tf.float32))
         self.demand.scatter_nd_update(rows, tf.convert_to_tensor(demand, tf.float32))
         self.source.scatter_nd_update(rows, tf.convert_to_tensor(source, tf.int32))
@@ -144,7 +175,9 @@ class Routing(InGraphEnv):
         self.observ.scatter_nd_update(rows, self._observ(rows[:, 0]))
 
     def _step(self, action):
-        marks = self._path_marks(self.source, self.destination, self.demand)  # [B, K, L]
+        marks = self._path_marks(
+            self.topology_index, self.source, self.destination, self.demand
+        )  # [B, K, L]
         debit = tf.gather(marks, action, batch_dims=1)  # [B, L]
         remaining = self.capacities - debit  # [B, L]
         accepted = tf.reduce_all(remaining >= 0, axis=1)  # [B]
@@ -161,9 +194,9 @@ class Routing(InGraphEnv):
 
     def _reset(self, indices):
         rows = indices[:, None]
-        count = tf.shape(indices)[0]
-        full = tf.fill([count, self.topology.num_links], self.topology.capacity)  # [K, L]
-        self.capacities.scatter_nd_update(rows, full)
+        topology = tf.gather(self.streams, indices) % self._num_topologies  # [K]
+        self.topology_index.scatter_nd_update(rows, topology)
+        self.capacities.scatter_nd_update(rows, tf.gather(self._full, topology))  # [K, L]
         demand, source, destination = self._draw(indices)  # [K] each
         self.demand.scatter_nd_update(rows, demand)
         self.source.scatter_nd_update(rows, source)
@@ -172,51 +205,64 @@ class Routing(InGraphEnv):
         return self._observ(indices)
 
     def _observ(self, indices):
-        """The observations [K, (K + 1) L + 3] of the networks at `indices` [K]."""
+        """The observations [K, (K + 1) L + 3] (mixed: + 1) of the networks at `indices` [K]."""
+        topology = tf.gather(self.topology_index, indices)  # [K]
         demand = tf.gather(self.demand, indices)  # [K]
         source = tf.gather(self.source, indices)  # [K]
         destination = tf.gather(self.destination, indices)  # [K]
-        marks = self._path_marks(source, destination, demand)  # [K, K_paths, L]
+        marks = self._path_marks(topology, source, destination, demand)  # [K, K_paths, L]
         count = tf.shape(indices)[0]
         pair = tf.cast(tf.stack([source, destination], 1), tf.float32)  # [K, 2]
-        return tf.concat(
-            [
-                tf.gather(self.capacities, indices),
-                tf.reshape(marks, [count, self.topology.k * self.topology.num_links]),
-                demand[:, None],
-                pair,
-            ],
-            1,
-        )
+        parts = [
+            tf.gather(self.capacities, indices),
+            tf.reshape(marks, [count, self._k * self._num_links]),
+            demand[:, None],
+            pair,
+        ]
+        if self.mixed:
+            parts.append(tf.cast(topology, tf.float32)[:, None])
+        return tf.concat(parts, 1)
 
-    def _path_marks(self, source, destination, demand):
-        """The demand on the links of each candidate path [K, K_paths, L]."""
-        incidence = tf.gather_nd(self._incidence, tf.stack([source, destination], 1))
-        return incidence * demand[:, None, None]
+    def _path_marks(self, topology, source, destination, demand):
+        """The demand on the links of each candidate path [K, K_paths, L].
+
+        The links of a path are distinct, so the sum of their one-hots is the path's 0/1
+        mask, exactly; the padding index L one-hots to zeros.
+        """
+        links = tf.gather_nd(
+            self._path_links, tf.stack([topology, source, destination], 1)
+        )  # [K, K_paths, H]
+        mask = tf.reduce_sum(tf.one_hot(links, self._num_links), axis=2)  # [K, K_paths, L]
+        return mask * demand[:, None, None]
 
     def _draw(self, indices):
         """Draws the next demand, source and destination [K] of the networks at `indices`.
 
         One uniform integer x in [0, 3 N (N - 1)) per network codes the demand size
-        x mod 3 and the ordered pair x div 3 = s (N - 1) + t', with t = t' + [t' >= s].
+        x mod 3 and the ordered pair x div 3 = s (N - 1) + t', with t = t' + [t' >= s];
+        N is the network's own topology's.
         """
-        num_nodes = self.topology.num_nodes
         if indices.shape[0] == 0:  # XLA cannot trace map_fn over a static empty batch.
             empty = tf.zeros([0], tf.int32)
             return tf.zeros([0], tf.float32), empty, empty
         draws = tf.gather(self.draws, indices)  # [K]
         streams = tf.gather(self.streams, indices)  # [K]
+        topology = tf.gather(self.topology_index, indices)  # [K]
+        num_nodes = tf.gather(self._node_counts, topology)  # [K]
         stream_seed = self.stream_seed.read_value()
         self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
-        outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)
+        outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)  # [K]
 
-        def draw(stream_and_draw):
-            seed = tf.stack([stream_seed, stream_and_draw[0]])
-            seed = tf.random.experimental.stateless_fold_in(seed, stream_and_draw[1])
-            return tf.random.stateless_uniform([], seed, 0, outcomes, tf.int32)
+        def draw(stream_draw_outcomes):
+            stream, count, size = tf.unstack(stream_draw_outcomes)
+            seed = tf.stack([stream_seed, stream])
+            seed = tf.random.experimental.stateless_fold_in(seed, count)
+            return tf.random.stateless_uniform([], seed, 0, size, tf.int32)
 
         code = tf.map_fn(
-            draw, tf.stack([streams, draws], 1), fn_output_signature=tf.TensorSpec([], tf.int32)
+            draw,
+            tf.stack([streams, draws, outcomes], 1),
+            fn_output_signature=tf.TensorSpec([], tf.int32),
         )  # [K]
         demand = tf.gather(self._demands, code % len(DEMANDS))
         pair = code // len(DEMANDS)
