@@ -174,6 +174,15 @@ def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chu
     return evaluate
 
 
+def per_topology_text(returns: np.ndarray, topology) -> str:
+    """The mean of each topology's episodes of a mixed fixed set: network i routes on
+    topology i mod T (the streams are the networks' indices)."""
+    count = len(topology.topologies)
+    return ", ".join(
+        f"{t.name} {mean_text(returns[i::count])}" for i, t in enumerate(topology.topologies)
+    )
+
+
 def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
     env = Routing(episodes, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic("sap", seed=seed), episodes)
@@ -211,8 +220,17 @@ def main():
         f"episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
+    if batch_env.mixed:
+        print(f"  SAP: {per_topology_text(sap, topology)}", flush=True)
+
+    def evaluate_theta():
+        returns = evaluate(algo.strategy.theta)
+        if batch_env.mixed:
+            print(f"  {per_topology_text(returns, topology)}", flush=True)
+        return returns
+
     log.run(
-        lambda: evaluate(algo.strategy.theta),
+        evaluate_theta,
         lambda: trainer.step()[0],
         args.generations,
         args.eval_every,
