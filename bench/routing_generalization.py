@@ -1,0 +1,102 @@
+"""One router for a family of generated topologies: trained on some, scored on held-out ones.
+
+Trains ES (`--config`, a mixed-batch preset) on a mixed batch of the `--train`
+topologies for `--minutes` of training time (or `--generations`), then scores the final
+theta on the first episode of each of `--episodes` networks of every `--train` and
+`--test` topology, each in a batch of its own (the graph network's weights fit any
+topology), beside SAP and load balancing on the same episodes. Prints a Markdown table.
+The held-out topologies default to other Waxman graphs and to NSFNET and GEANT2.
+
+    python bench/routing_generalization.py --minutes 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from routing_es import mean_text, sap_returns
+from routing_heuristics import evaluate as heuristic_returns
+
+from batchrl.algorithms.es import ES
+from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
+from batchrl.config.run_config import load_run_config
+from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
+from batchrl.networks.graph import GraphPopulation
+
+TRAIN = [f"waxman-{n}-s{seed}" for n in (10, 20, 30, 40, 50) for seed in (0, 1)]
+TEST = [f"waxman-{n}-s100" for n in (15, 25, 35, 45)] + ["nsfnet", "geant2"]
+
+
+def router_returns(theta, network, topology, episodes: int, seed: int) -> np.ndarray:
+    """Returns [episodes] of theta's first episodes on `topology` alone (a fixed set)."""
+    population = GraphPopulation(
+        RoutingGraphFeatures(topology),
+        network.core.size,
+        network.core.readout,
+        network.core.steps,
+    )
+    env = Routing(episodes, seed=seed, topology=topology)
+    policy = PopulationPolicy(population, env.action_space, episodes, 1, member_chunk=16)
+    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
+    evaluator(tf.tile(theta[None], [episodes, 1]))
+    return evaluator._recorder.first_episodes()[0].numpy()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="mixed_es")
+    parser.add_argument("--train", nargs="+", default=TRAIN)
+    parser.add_argument("--test", nargs="+", default=TEST)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--generations", type=int, default=10**6)
+    parser.add_argument("--episodes", type=int, default=300)
+    parser.add_argument("--eval-seed", type=int, default=777)
+    parser.add_argument("--set", action="append", default=[], help="a config override")
+    args = parser.parse_args()
+    topologies = "[" + ", ".join(args.train) + "]"
+    overrides = [f"env.topologies={topologies}", f"train.seed={args.seed}", *args.set]
+    config = load_run_config(args.config, overrides)
+    tf.keras.utils.set_random_seed(args.seed)
+    batch_env = ES.make_batch_env(config, args.seed)
+    algo = ES(batch_env, config, seed=args.seed)
+    trainer = ES.make_trainer(config, algo, batch_env, args.seed)
+    print(
+        f"{args.config} on {len(args.train)} topologies, seed {args.seed}: "
+        f"{algo.network.num_params} parameters; load {os.getloadavg()}",
+        flush=True,
+    )
+    train_time, generation = 0.0, 0
+    while generation < args.generations and train_time < 60 * args.minutes:
+        start = time.perf_counter()
+        _, stats = trainer.step()
+        train_time += time.perf_counter() - start
+        generation += 1
+        print(
+            f"generation {generation:3d} train {train_time:6.1f}s "
+            f"mean return {float(stats['mean_return']):6.2f}",
+            flush=True,
+        )
+    theta = algo.strategy.theta
+    print(f"\n{generation} generations, {train_time:.0f}s; {args.episodes} fixed episodes each\n")
+    print("| topology | nodes | links | set | router | SAP | load balancing |")
+    print("|---|---|---|---|---|---|---|")
+    for names, kind in ((args.train, "train"), (args.test, "held out")):
+        for name in names:
+            topology = load_topology(name)
+            router = router_returns(theta, algo.network, topology, args.episodes, args.eval_seed)
+            sap = sap_returns(topology, args.episodes, args.eval_seed)
+            balance = heuristic_returns(topology, "load_balancing", args.episodes, args.eval_seed)
+            print(
+                f"| {name} | {topology.num_nodes} | {topology.num_links} | {kind} | "
+                f"{mean_text(router)} | {mean_text(sap)} | {mean_text(balance)} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
