@@ -88,18 +88,25 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
     assert not wait_gone(pids)
 
 
-@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "preset, jit_compile",
+    [
+        ("nsfnet_es", False),
+        pytest.param("nsfnet_es", True, marks=pytest.mark.slow),
+        ("mixed_es", False),  # NSFNET and GEANT2 in one batch: episode e of a member on e mod 2.
+    ],
+)
 def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters(
-    ray_cluster, jit_compile
+    ray_cluster, preset, jit_compile
 ):
-    """nsfnet_es with common random numbers, shrunk (4 pairs, E = 2, H = R = 8, T = 2),
-    on two workers of two pairs each: after 3 generations theta and Adam's moments are
-    exactly those of `GenerationTrainer` in this process, for the same seed and streams
-    seed, in graph mode and (slow) under XLA as the preset runs. Each worker's
-    environments play on the streams they have in the local batch from that generation's
-    seed; neither the workers' own environment seeds nor `train.seed` (0, not the streams
-    seed 7) decide the demands. Raw fitness (not the preset's ranks), so that theta
-    depends on every member's return, not only on their order."""
+    """nsfnet_es (and mixed_es) with common random numbers, shrunk (4 pairs, E = 2, H =
+    R = 8, T = 2), on two workers of two pairs each: after 3 generations theta and
+    Adam's moments are exactly those of `GenerationTrainer` in this process, for the
+    same seed and streams seed, in graph mode and (slow) under XLA as the preset runs.
+    Each worker's environments play on the streams they have in the local batch from
+    that generation's seed; neither the workers' own environment seeds nor `train.seed`
+    (0, not the streams seed 7) decide the demands. Raw fitness (not the preset's
+    ranks), so that theta depends on every member's return, not only on their order."""
     overrides = [
         "es.population=4",
         "es.episodes_per_member=2",
@@ -111,7 +118,9 @@ def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters
         "runner.name=ray",
         "ray.num_actors=2",
     ]
-    config = load_run_config("nsfnet_es", overrides)
+    if preset == "mixed_es":  # Workers draw action noise of their own: none here.
+        overrides += ["es.action_noise=0.0", "es.common_action_noise=false"]
+    config = load_run_config(preset, overrides)
     assert config.es.common_random_numbers
     local = ES(ES.make_batch_env(config, 0), config, seed=0)
     trainer = GenerationTrainer(config, local, ES.make_batch_env(config, 0), seed=7)
