@@ -3,6 +3,11 @@
     python bench/minatar_budget.py                                  # 180 s, seeds 0 1 2
     python bench/minatar_budget.py --seconds 600 --seeds 0 1 2 3 4
     python bench/minatar_budget.py --presets breakout_minatar_dqn --seconds 30 --seeds 0
+    python bench/minatar_budget.py --presets breakout_minatar:train.total_steps=6000000
+
+A preset may carry overrides of its own after a colon, `NAME:KEY=VALUE,KEY=VALUE`: the
+IMPALA preset finishes its 2M steps in about a minute here, and with
+`train.total_steps` raised its learning-rate schedule spans the budget instead.
 
 Each preset runs through the train script, as a user runs it, with
 `train.max_seconds=--seconds`: training stops after the call that passes the budget
@@ -56,7 +61,8 @@ def main(argv=None) -> None:
     }
     for seed in args.seeds:
         for preset in args.presets:
-            run = train_preset(preset, seed, overrides)
+            name, _, extra = preset.partition(":")
+            run = train_preset(name, seed, overrides + [x for x in extra.split(",") if x])
             result["runs"][preset].append(run)
             print(
                 f"{preset} seed {seed}: {run['final']:.2f} after {run['steps']:,} steps "
