@@ -29,8 +29,11 @@ _FIXED_SECTIONS = ("env", "algorithm", "network")
 def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
     """The algorithm `algorithm.name` names, built for `batch_env` as training builds it.
 
-    With `train.population` > 1, a `PopulationPPO` of that many members.
+    With `train.population` > 1, a `PopulationPPO` of that many members. A runner may
+    change what the algorithm is built with (`algorithm_config`: Ape-X's learner keeps no
+    replay of its own).
     """
+    config = getattr(runner_class(config), "algorithm_config", lambda config: config)(config)
     if config.train.population > 1:
         from batchrl.algorithms.ppo import PopulationPPO
 
