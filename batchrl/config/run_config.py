@@ -246,6 +246,7 @@ def _check_env(env: Config, train: Config) -> None:
             check_env_id(env.id)
     else:
         check_env_id(env.id)
+        _check_atari(env)
         if train.jit_compile:
             raise ConfigError(
                 "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
@@ -261,6 +262,32 @@ def _check_env(env: Config, train: Config) -> None:
             f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
             f"train.jit_compile={train.jit_compile})."
         )
+
+
+def _check_atari(env: Config) -> None:
+    """The keys only Atari games read: refused for other environments, ranges checked."""
+    from batchrl.tools.atari import is_atari
+
+    sticky = env.repeat_action_probability
+    if not is_atari(env.id.rpartition(":")[2]):
+        for key, unset in (
+            ("repeat_action_probability", None),
+            ("full_action_space", False),
+            ("episodic_life", False),
+        ):
+            if env[key] != unset:
+                raise ConfigError(
+                    f"env.{key}={env[key]!r} is read by Atari games (ale-py ids such as "
+                    f"PongNoFrameskip-v4) only, and env.id={env.id!r} is not one; remove it."
+                )
+        return
+    _require(
+        sticky is None
+        or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool) and 0 <= sticky <= 1),
+        "env.repeat_action_probability",
+        sticky,
+        "~ (the id's own) or a probability in [0, 1]",
+    )
 
 
 def _check_train(train: Config) -> None:

@@ -8,7 +8,7 @@ their features, which an environment's `GraphFeatures` makes of its observations
 
 from batchrl.networks.factory import is_recurrent, make_network
 from batchrl.networks.heads import PolicyHead
-from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, batch_apply
+from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, as_float, batch_apply
 from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
 from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
 
@@ -21,6 +21,7 @@ __all__ = [
     "Linear",
     "PolicyHead",
     "RecurrentNetwork",
+    "as_float",
     "batch_apply",
     "is_recurrent",
     "make_network",
