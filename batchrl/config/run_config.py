@@ -104,6 +104,12 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
+    if config.network.torso != "none" and config.algorithm.name != "impala":
+        raise ConfigError(
+            f"network.torso={config.network.torso!r} is built by IMPALA only "
+            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
+            "use network.torso='none'."
+        )
     _check_population(config)
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
@@ -340,3 +346,9 @@ def _check_network(network: Config) -> None:
             "a list of positive sizes",
         )
     _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
+    check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
+    if network.torso != "none" and network.conv_filters:
+        raise ConfigError(
+            f"network.torso={network.torso!r} brings its own convolutions; set "
+            f"network.conv_filters=[] (got {list(network.conv_filters)})."
+        )

@@ -9,7 +9,7 @@ from batchrl.algorithms.impala import utility, vtrace
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
-from batchrl.networks import MLP, PolicyHead, batch_apply
+from batchrl.networks import MLP, PolicyHead, batch_apply, make_torso
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.rollout_buffer import RolloutBuffer
@@ -151,6 +151,7 @@ class IMPALA(Algorithm, Learner, Policy):
             1.0,
             "value",
             network.conv_filters,
+            torso=make_torso(network),
         )
         self.value(tf.zeros((1,) + self._observ_shape))
         self._trainable = (
@@ -396,6 +397,7 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
             0.01,
             "policy",
             network.conv_filters,
+            torso=make_torso(network),
         )
         self.policy(tf.zeros((1,) + tuple(observ_shape)))
         self._sample_dtype = self.head.sample_spec()[1]
