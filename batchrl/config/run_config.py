@@ -104,6 +104,12 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
+    if config.network.torso != "none" and config.algorithm.name != "impala":
+        raise ConfigError(
+            f"network.torso={config.network.torso!r} is built by IMPALA only "
+            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
+            "use network.torso='none'."
+        )
     _check_population(config)
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
@@ -246,6 +252,7 @@ def _check_env(env: Config, train: Config) -> None:
             check_env_id(env.id)
     else:
         check_env_id(env.id)
+        _check_atari(env)
         if train.jit_compile:
             raise ConfigError(
                 "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
@@ -261,6 +268,32 @@ def _check_env(env: Config, train: Config) -> None:
             f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
             f"train.jit_compile={train.jit_compile})."
         )
+
+
+def _check_atari(env: Config) -> None:
+    """The keys only Atari games read: refused for other environments, ranges checked."""
+    from batchrl.tools.atari import is_atari
+
+    sticky = env.repeat_action_probability
+    if not is_atari(env.id.rpartition(":")[2]):
+        for key, unset in (
+            ("repeat_action_probability", None),
+            ("full_action_space", False),
+            ("episodic_life", False),
+        ):
+            if env[key] != unset:
+                raise ConfigError(
+                    f"env.{key}={env[key]!r} is read by Atari games (ale-py ids such as "
+                    f"PongNoFrameskip-v4) only, and env.id={env.id!r} is not one; remove it."
+                )
+        return
+    _require(
+        sticky is None
+        or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool) and 0 <= sticky <= 1),
+        "env.repeat_action_probability",
+        sticky,
+        "~ (the id's own) or a probability in [0, 1]",
+    )
 
 
 def _check_train(train: Config) -> None:
@@ -314,3 +347,9 @@ def _check_network(network: Config) -> None:
             "a list of positive sizes",
         )
     _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
+    check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
+    if network.torso != "none" and network.conv_filters:
+        raise ConfigError(
+            f"network.torso={network.torso!r} brings its own convolutions; set "
+            f"network.conv_filters=[] (got {list(network.conv_filters)})."
+        )

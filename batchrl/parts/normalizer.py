@@ -111,12 +111,15 @@ class StreamingNormalizer(tf.Module):
         where `center` and `scale` choose which of the two operations apply.
 
         Args:
-          value: [..., *shape] values of any float dtype.
+          value: [..., *shape] values of any float dtype, or integers (frames of uint8),
+            which become float32.
 
         Returns:
-          Normalized values of the shape and dtype of `value`.
+          Normalized values of the shape and (float) dtype of `value`.
         """
         value = tf.convert_to_tensor(value)
+        if not value.dtype.is_floating:
+            value = tf.cast(value, tf.float32)
         dtype = value.dtype
         if self._center:
             value -= tf.cast(self.mean, dtype)

@@ -84,12 +84,16 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         batch_env = make_batch_env(config, cfg.seed)
         members = cfg.population  # Each evaluates in env.eval_envs of its own.
         eval_seed = cfg.seed + 10**6
-        eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, eval_backend, members)
+        eval_env = make_in_graph_env(
+            env, env.eval_envs, eval_seed, eval_backend, members, training=False
+        )
         if env.backend == "tensorflow" and env.eval_on_gymnasium and cfg.jit_compile:
             # Evaluations during training on the port (one XLA program a round with
             # train.eval_jit_compile); the final one on Gymnasium's environment.
             final_eval_env = eval_env
-            eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, env.backend, members)
+            eval_env = make_in_graph_env(
+                env, env.eval_envs, eval_seed, env.backend, members, training=False
+            )
         algo = make_algorithm(config, batch_env, step)
         tracked = {"step": step, "algo": algo}
         if _holds_its_state(batch_env):  # Environments in TensorFlow ops resume exactly.
