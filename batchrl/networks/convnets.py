@@ -7,35 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from batchrl.networks.mlp import Linear, as_float
+from batchrl.networks.mlp import Conv2D, Linear, as_float
 
 
-class Conv(tf.Module):
-    """A square convolution with orthogonal initialization: [N, H, W, C] -> [N, H', W', F]."""
-
-    def __init__(
-        self,
-        filters: int,
-        kernel: int,
-        stride: int = 1,
-        padding: str = "VALID",
-        gain: float = np.sqrt(2),
-        name: str | None = None,
-    ):
-        super().__init__(name=name)
-        self._filters, self._kernel, self._stride, self._padding = filters, kernel, stride, padding
-        self._gain = gain
-        self.w = None
-        self.b = None
-
-    @tf.Module.with_name_scope
-    def __call__(self, x):
-        if self.w is None:
-            init = tf.initializers.Orthogonal(gain=self._gain)
-            shape = [self._kernel, self._kernel, x.shape[-1], self._filters]
-            self.w = tf.Variable(init(shape), name="w")
-            self.b = tf.Variable(tf.zeros([self._filters]), name="b")
-        return tf.nn.conv2d(x, self.w, strides=self._stride, padding=self._padding) + self.b
+def _conv(filters: int, kernel: int, stride: int = 1, padding: str = "VALID") -> Conv2D:
+    """A convolution of the torsos, initialized orthogonally with ReLU's gain sqrt(2)."""
+    return Conv2D(filters, np.sqrt(2), kernel=kernel, stride=stride, padding=padding)
 
 
 class NatureConvNet(tf.Module):
@@ -48,7 +25,7 @@ class NatureConvNet(tf.Module):
 
     def __init__(self, units: int = 512, name: str | None = None):
         super().__init__(name=name)
-        self.conv = [Conv(32, 8, 4), Conv(64, 4, 2), Conv(64, 3, 1)]
+        self.conv = [_conv(32, 8, 4), _conv(64, 4, 2), _conv(64, 3, 1)]
         self.dense = Linear(units, gain=np.sqrt(2))
 
     @tf.Module.with_name_scope
@@ -65,7 +42,7 @@ class ResidualBlock(tf.Module):
 
     def __init__(self, filters: int, name: str | None = None):
         super().__init__(name=name)
-        self.conv = [Conv(filters, 3, padding="SAME"), Conv(filters, 3, padding="SAME")]
+        self.conv = [_conv(filters, 3, padding="SAME"), _conv(filters, 3, padding="SAME")]
 
     @tf.Module.with_name_scope
     def __call__(self, x):
@@ -80,7 +57,7 @@ class ResNetStage(tf.Module):
 
     def __init__(self, filters: int, name: str | None = None):
         super().__init__(name=name)
-        self.conv = Conv(filters, 3, padding="SAME")
+        self.conv = _conv(filters, 3, padding="SAME")
         self.blocks = [ResidualBlock(filters), ResidualBlock(filters)]
 
     @tf.Module.with_name_scope

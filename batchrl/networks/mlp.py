@@ -41,11 +41,24 @@ class Linear(tf.Module):
 
 
 class Conv2D(tf.Module):
-    """A 3x3 convolution with stride 1 and no padding: [N, H, W, C] -> [N, H-2, W-2, F]."""
+    """A square convolution with an orthogonal initialization: [N, H, W, C] -> [N, H', W', F].
 
-    def __init__(self, filters: int, gain: float = 1.0, name: str | None = None):
+    By default 3x3, stride 1, no padding ([N, H-2, W-2, F]), as the MinAtar ConvNet; the
+    Atari torsos (`batchrl.networks.convnets`) set the kernel, stride and padding.
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        gain: float = 1.0,
+        name: str | None = None,
+        *,
+        kernel: int = 3,
+        stride: int = 1,
+        padding: str = "VALID",
+    ):
         super().__init__(name=name)
-        self._filters = filters
+        self._filters, self._kernel, self._stride, self._padding = filters, kernel, stride, padding
         self._gain = gain
         self.w = None
         self.b = None
@@ -54,9 +67,10 @@ class Conv2D(tf.Module):
     def __call__(self, x):
         if self.w is None:
             init = tf.initializers.Orthogonal(gain=self._gain)
-            self.w = tf.Variable(init([3, 3, x.shape[-1], self._filters]), name="w")
+            shape = [self._kernel, self._kernel, x.shape[-1], self._filters]
+            self.w = tf.Variable(init(shape), name="w")
             self.b = tf.Variable(tf.zeros([self._filters]), name="b")
-        return tf.nn.conv2d(x, self.w, strides=1, padding="VALID") + self.b
+        return tf.nn.conv2d(x, self.w, strides=self._stride, padding=self._padding) + self.b
 
 
 class MLP(tf.Module):
