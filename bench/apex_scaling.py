@@ -24,6 +24,7 @@ Ray is started on this machine for the run (`ray.init(address="local")`).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -132,6 +133,7 @@ def main() -> None:
     parser.add_argument(
         "--no-dqn", dest="dqn", action="store_false", help="skip single-process DQN"
     )
+    parser.add_argument("--json", help="also write the rates to this file")
     args = parser.parse_args()
 
     import ray
@@ -141,9 +143,11 @@ def main() -> None:
     cpus = max(2, math.ceil(0.25 * (max(args.actors) + args.shards)))
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     print(f"start: {load()}, {cpus} Ray CPUs on {os.cpu_count()} cores", flush=True)
+    result = {"seconds": args.seconds, "shards": args.shards, "dqn": None, "apex": []}
     try:
         if args.dqn:
             added, updates = dqn_rates(args.warmup, args.seconds)
+            result["dqn"] = {"transitions": added, "updates": updates}
             print(
                 f"single-process DQN, 8 environments: {added:8.0f} transitions/s, "
                 f"{updates:7.1f} updates/s | {load()}",
@@ -153,6 +157,7 @@ def main() -> None:
         for actors in args.actors:
             added, updates = apex_rates(actors, args.shards, args.warmup, args.seconds)
             base = base or (added / actors, updates / actors)
+            result["apex"].append({"actors": actors, "transitions": added, "updates": updates})
             print(
                 f"apex {actors} actors, {args.shards} shards: {added:8.0f} transitions/s "
                 f"({added / (actors * base[0]):.2f} of linear), {updates:7.1f} updates/s "
@@ -161,6 +166,8 @@ def main() -> None:
             )
     finally:
         ray.shutdown()
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import RESULTS, _load, machine, train_preset  # noqa: E402
 
-PRESETS = ("breakout_minatar_apex_ray", "breakout_minatar_dqn", "breakout_minatar")
+PRESETS = (
+    "breakout_minatar_apex_ray",
+    "breakout_minatar_dqn",
+    "breakout_minatar",
+    "breakout_minatar:train.total_steps=6000000",  # Its schedule over the budget.
+)
 
 
 def main(argv=None) -> None:
@@ -48,7 +53,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=int, default=180)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS))
-    parser.add_argument("--output", default=str(RESULTS / "minatar_budget.json"))
+    parser.add_argument("--output", default=str(RESULTS / "minatar.json"))
     args = parser.parse_args(argv)
     overrides = [f"train.max_seconds={args.seconds}", "train.eval_every=1000000000"]
     result = {
