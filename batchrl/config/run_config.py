@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -11,6 +12,7 @@ from typing import Any
 from batchrl.config import loading
 from batchrl.config.config import Config, ConfigError, check_choice
 from batchrl.config.loading import Sources
+from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
 
 BACKENDS = ("gymnasium", "tensorflow")
@@ -101,6 +103,13 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     runner_cls = runner_class(config)
     if sources is not None:
         _check_inactive_sections(config, sources, top)
+    # First: the checks below read one value per key.
+    check_member_lists(
+        config,
+        _number_keys(config.algorithm.name),
+        algorithm_section(config),
+        getattr(algo_cls, "member_keys", ()),
+    )
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
@@ -171,6 +180,18 @@ def _extra_sections(algo_name: Any) -> dict[str, dict]:
     return {_section_of(algo_cls, algo_name): dict(defaults)}
 
 
+@functools.lru_cache(maxsize=8)
+def _number_keys(algo_name: Any) -> tuple[str, ...]:
+    """The dotted keys whose default is a number: a list there is one value per member."""
+    schema = loading.load_config("default", sections=_extra_sections(algo_name)).to_dict()
+    return tuple(
+        f"{section}.{key}"
+        for section, keys in schema.items()
+        for key, default in keys.items()
+        if isinstance(default, (int, float)) and not isinstance(default, bool)
+    )
+
+
 def _moved_keys(config_dir) -> dict[str, str]:
     """Where each key of batchrl 0.1's flat `algorithm:` section went."""
     schema = loading.load_config("default", config_dir=config_dir).to_dict()
@@ -236,7 +257,9 @@ def check_range(section: Config, prefix: str, ranges: dict[str, Callable | tuple
       ConfigError: naming the first key whose value fails its predicate.
     """
     for key, (predicate, valid) in ranges.items():
-        _require(bool(predicate(section[key])), f"{prefix}.{key}", section[key], valid)
+        value = section[key]  # A tuple gives each member of a population its value.
+        values = value if isinstance(value, tuple) else (value,)
+        _require(all(predicate(x) for x in values), f"{prefix}.{key}", value, valid)
 
 
 def _check_env(env: Config, train: Config) -> None:
@@ -309,12 +332,13 @@ def _check_population(config: Config) -> None:
     _require(population >= 1, "train.population", population, ">= 1")
     if population == 1:
         return
-    _require(
-        config.train.seed + population <= 2**31,
-        "train.seed",
-        config.train.seed,
-        f"at most 2**31 - {population} with train.population={population} (member seeds)",
-    )
+    if not config.train.seeds:
+        _require(
+            config.train.seed + population <= 2**31,
+            "train.seed",
+            config.train.seed,
+            f"at most 2**31 - {population} with train.population={population} (member seeds)",
+        )
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
         "env.backend": (config.env.backend, "tensorflow"),

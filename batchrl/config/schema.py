@@ -90,6 +90,9 @@ def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
         if isinstance(value, bool):
             return value
         expected = "bool (true or false)"
+    elif _is_number(default) and isinstance(value, (list, tuple)) and value:
+        # One value for each member of a population; `check_member_lists` decides where.
+        return [_check_value(f"{dotted}[{i}]", x, default, origin) for i, x in enumerate(value)]
     elif isinstance(default, float):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -101,6 +104,10 @@ def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
     raise ConfigError(
         f"{origin}: {dotted} = {value!r} has type {_kind(value)}, expected {expected}."
     )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _expected(default: Any) -> str:

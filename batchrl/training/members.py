@@ -18,14 +18,22 @@ class MemberLogs:
     and writes what it returns, the means over members (over those that finished an
     episode, for returns), to the run's own `train/`, as for a single run:
 
-        logs = MemberLogs(logdir, seeds)
+        logs = MemberLogs(logdir, seeds, settings)
+        progress(logs.table(returns=False))        # Who is who.
         stats = logs.train(stats, step)            # [M] each -> scalars
         logs.eval(evaluation.run(...), step)       # member_returns [M]
         progress(logs.table())
     """
 
-    def __init__(self, logdir: str | Path, seeds: list[int]):
+    def __init__(self, logdir: str | Path, seeds: list[int], settings: list[dict] | None = None):
+        """Args:
+        logdir: the run's folder.
+        seeds: each member's seed.
+        settings: each member's own settings, {'ppo.learning_rate': 1e-4, ...}, shown
+          in the table and returned by `members`; None: members differ only in seed.
+        """
         self.seeds = list(seeds)
+        self.settings = [dict(row) for row in settings or [{} for _ in self.seeds]]
         names = [f"member-{m:02d}" for m in range(len(self.seeds))]
         logdir = Path(logdir)
         self._train = [tf.summary.create_file_writer(str(logdir / n / "train")) for n in names]
@@ -66,20 +74,26 @@ class MemberLogs:
             writer.flush()
 
     def members(self) -> list[dict]:
-        """Each member's seed and latest train and evaluation returns."""
+        """Each member's seed, own settings, and latest train and evaluation returns."""
+        rows = zip(self.seeds, self.settings, self.train_returns, self.eval_returns)
         return [
-            {"member": m, "seed": seed, "train_return": train, "eval_return": evaluation}
-            for m, (seed, train, evaluation) in enumerate(
-                zip(self.seeds, self.train_returns, self.eval_returns)
-            )
+            {"member": m, "seed": seed, **settings, "train_return": train, "eval_return": ev}
+            for m, (seed, settings, train, ev) in enumerate(rows)
         ]
 
-    def table(self) -> str:
-        """The members' latest returns, a line each, for the end of a run."""
-        lines = [f"{'member':>6}  {'seed':>10}  {'train return':>12}  {'eval return':>11}"]
+    def table(self, returns: bool = True) -> str:
+        """A line for each member: its seed, own settings and (`returns`) latest returns."""
+        keys = list(self.settings[0]) if self.settings else []
+        widths = {key: max(len(key), 10) for key in keys}
+        header = f"{'member':>6}  {'seed':>10}"
+        header += "".join(f"  {key:>{widths[key]}}" for key in keys)
+        if returns:
+            header += f"  {'train return':>12}  {'eval return':>11}"
+        lines = [header]
         for row in self.members():
-            lines.append(
-                f"{row['member']:>6}  {row['seed']:>10}  {row['train_return']:>12.1f}  "
-                f"{row['eval_return']:>11.1f}"
-            )
+            line = f"{row['member']:>6}  {row['seed']:>10}"
+            line += "".join(f"  {row[key]:>{widths[key]}.4g}" for key in keys)
+            if returns:
+                line += f"  {row['train_return']:>12.1f}  {row['eval_return']:>11.1f}"
+            lines.append(line)
         return "\n".join(lines)

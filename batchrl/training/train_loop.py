@@ -76,6 +76,7 @@ def run(
     train_config,
     progress,
     final_eval_env=None,
+    members: list[dict] | None = None,
 ) -> dict[str, float]:
     """Steps `trainer` to `total_steps` or `max_seconds`; evaluates, saves and exports.
 
@@ -90,10 +91,12 @@ def run(
       progress: callable(text, final=False) for status lines.
       final_eval_env: the environments of the final evaluation, if not `eval_env` (e.g.
         Gymnasium's, where `eval_env` is the TensorFlow port).
+      members: a population's members, each a dict of its `seed` and its own settings
+        (`batchrl.config.members.member_settings`); None: seeds `seed + m`.
 
     A population (`trainer.members` M > 1) writes each member's scalars to
     `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`,
-    prints a table of the members at the end, and exports no policy.
+    prints a table of the members at the start and at the end, and exports no policy.
 
     Returns:
       The final `step`, and the latest `train_return` and `eval_return` (NaN if none);
@@ -105,8 +108,13 @@ def run(
     cfg, logdir = train_config, Path(logdir)
     train_writer = tf.summary.create_file_writer(str(logdir / "train"))
     eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
-    members = getattr(trainer, "members", 1)
-    logs = MemberLogs(logdir, [cfg.seed + m for m in range(members)]) if members > 1 else None
+    population = getattr(trainer, "members", 1)
+    logs = None
+    if population > 1:
+        rows = members or [{"seed": cfg.seed + m} for m in range(population)]
+        settings = [{k: v for k, v in row.items() if k != "seed"} for row in rows]
+        logs = MemberLogs(logdir, [row["seed"] for row in rows], settings)
+        progress(f"Members of the population:\n{logs.table(returns=False)}", final=True)
     evaluation = None
     if policy is not None and cfg.eval_every:
         evaluator = PolicyEvaluator(policy, len(eval_env))
@@ -114,7 +122,7 @@ def run(
         in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
         jit_compile = bool(cfg.eval_jit_compile) and in_tensorflow
         evaluation = Evaluation(
-            eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile, members=members
+            eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile, members=population
         )
     best = None
     if evaluation is not None and cfg.export_best:
@@ -178,7 +186,7 @@ def run(
     if final_eval_env is not None and evaluation is not None:
         final_env = final_eval_env
         evaluator = PolicyEvaluator(policy, len(final_eval_env))
-        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes, members=members)
+        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes, members=population)
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
         restart_streams(final_env, _eval_seed(cfg.seed, int(step)))

@@ -23,6 +23,7 @@ import tensorflow as tf
 from batchrl.algorithms import PPO
 from batchrl.algorithms.ppo import PopulationPPO
 from batchrl.config import load_run_config
+from batchrl.config.members import member_offsets
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.simulate import simulate
 
@@ -30,7 +31,7 @@ MEMBERS, SEED, ENVS, STEPS, UPDATES = 3, 5, 4, 16, 3
 TOLERANCE = 1e-4
 
 
-def _config(preset, population):
+def _config(preset, population, *overrides):
     return load_run_config(
         preset,
         [
@@ -42,8 +43,15 @@ def _config(preset, population):
             "network.value_layers=[16, 16]",
             f"train.population={population}",
             f"train.seed={SEED}",
+            *overrides,
         ],
     )
+
+
+def _population(config):
+    offsets = member_offsets(config.train) if config.train.seeds else None
+    env = make_in_graph_env(config.env, ENVS, SEED, members=MEMBERS, offsets=offsets)
+    return env, PopulationPPO(env, config, seed=SEED)
 
 
 def _call(env, algo, jit_compile):
@@ -68,24 +76,53 @@ def _single_params(single, population):
     return np.concatenate([tf.convert_to_tensor(p).numpy() for p in params])
 
 
-@pytest.mark.parametrize(
-    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
-)
-@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
-def test_member_equals_single_run(preset, jit_compile):
-    config = _config(preset, MEMBERS)
-    env = make_in_graph_env(config.env, ENVS, SEED, members=MEMBERS)
-    population = PopulationPPO(env, config, seed=SEED)
+# Each member's own settings: (population overrides, member m's single-run overrides).
+OWN = {
+    "ppo.learning_rate": [1e-3, 3e-4, 5e-4],
+    "ppo.entropy_coef": [0.0, 0.01, 0.05],
+    "ppo.clip_ratio": [0.1, 0.2, 0.3],
+    "ppo.discount": [0.99, 0.95, 0.9],
+    "ppo.gae_lambda": [0.95, 0.9, 0.8],
+    "ppo.max_grad_norm": [0.5, 1.0, 0.1],
+    "ppo.value_clip": [0.0, 0.2, 0.5],
+    "ppo.value_coef": [0.5, 1.0, 0.25],
+    "ppo.reward_clip": [10.0, 0.0, 1.0],
+    "ppo.observ_clip": [10.0, 1.0, 0.0],
+}
+OWN_KL = {
+    "ppo.learning_rate": [1e-3, 3e-4, 5e-4],
+    "ppo.kl_target": [0.01, 0.001, 0.05],
+    "ppo.kl_init_penalty": [1.0, 0.5, 2.0],
+    "ppo.kl_cutoff_factor": [2.0, 1.5, 3.0],
+    "ppo.kl_cutoff_coef": [1000.0, 100.0, 10.0],
+}
+SEEDS = [5, 11, 8]  # Listed seeds (train.seeds), with the own settings.
+
+
+def _lists(settings):
+    return [f"{key}={values}" for key, values in settings.items()]
+
+
+def _own(settings, member):
+    return [f"{key}={values[member]}" for key, values in settings.items()]
+
+
+def _compare(preset, jit_compile, settings=None, extra=()):
+    """Largest differences of members and single runs: the first rollout, the parameters."""
+    settings = settings or {}
+    seeds = SEEDS if settings else [SEED + member for member in range(MEMBERS)]
+    listed = [f"train.seeds={seeds}"] if settings else []
+    config = _config(preset, MEMBERS, *extra, *_lists(settings), *listed)
+    env, population = _population(config)
     starts = [_member_params(population, member) for member in range(MEMBERS)]
     train = _call(env, population, jit_compile)
     train()  # The first rollout, then the first update.
     first = population.rollout.read()
     for _ in range(UPDATES - 1):
         train()
-    single_config = _config(preset, 1)
     rollout_diff = params_diff = 0.0
-    for member in range(MEMBERS):
-        seed = SEED + member
+    for member, seed in enumerate(seeds):
+        single_config = _config(preset, 1, *extra, *_own(settings, member), f"train.seed={seed}")
         tf.keras.utils.set_random_seed(seed)  # As the train script does.
         single_env = make_in_graph_env(config.env, ENVS, seed)
         single = PPO(single_env, single_config, seed=seed)
@@ -105,6 +142,46 @@ def test_member_equals_single_run(preset, jit_compile):
             single_train()
         diff = np.abs(_member_params(population, member) - _single_params(single, population))
         params_diff = max(params_diff, float(np.max(diff)))
+    return rollout_diff, params_diff
+
+
+@pytest.mark.parametrize(
+    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
+)
+@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
+def test_member_equals_single_run(preset, jit_compile):
+    rollout_diff, params_diff = _compare(preset, jit_compile)
     print(f"{preset} {jit_compile=}: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
     assert rollout_diff < TOLERANCE
     assert params_diff < TOLERANCE
+
+
+@pytest.mark.parametrize(
+    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
+)
+@pytest.mark.parametrize(
+    "preset, settings, extra",
+    [
+        ("pendulum_tf", OWN, ()),
+        ("cartpole_tf", OWN, ()),
+        ("pendulum_tf", OWN_KL, ("ppo.objective=kl_penalty",)),
+    ],
+    ids=["pendulum_tf", "cartpole_tf", "pendulum_tf-kl_penalty"],
+)
+def test_member_with_own_settings_equals_single_run_with_them(preset, settings, extra, jit_compile):
+    """Member m with listed seed and settings computes what a single run with them does."""
+    rollout_diff, params_diff = _compare(preset, jit_compile, settings, extra)
+    print(f"{preset} {jit_compile=}: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
+    assert rollout_diff < TOLERANCE
+    assert params_diff < TOLERANCE
+
+
+def test_a_member_with_learning_rate_zero_keeps_its_parameters():
+    config = _config("pendulum_tf", MEMBERS, "ppo.learning_rate=[3e-4, 0, 1e-3]")
+    env, population = _population(config)
+    starts = [_member_params(population, member) for member in range(MEMBERS)]
+    _call(env, population, False)()  # A rollout and an update.
+    np.testing.assert_array_equal(_member_params(population, 1), starts[1])
+    for member in (0, 2):
+        assert np.max(np.abs(_member_params(population, member) - starts[member])) > 1e-5
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), [3e-4, 0, 1e-3])
