@@ -4,8 +4,9 @@
 `batchrl/configs/default.yaml`, where a key's type is its default's; `loading.py` builds a
 config from a preset chain and `dotted.key=value` overrides and writes a run's resolved
 config atomically; `members.py` reads a population's member seeds and per-member lists
-of settings; `registry.py` names algorithms, runners, networks and environment families
-by 'package.module:Name' strings, so that nothing here imports them;
+of settings and turns `--sweep`s into one population; `registry.py` names algorithms,
+runners, networks and environment families by 'package.module:Name' strings, so that
+nothing here imports them;
 `run_config.py` loads the config of a whole run and checks it against the algorithm's and
 runner's sections, the environments and the networks (the one module here that calls
 into `batchrl.tools` and `batchrl.networks`, inside its checks). The YAML presets
@@ -28,6 +29,7 @@ from batchrl.config.members import (
     member_offsets,
     member_seeds,
     member_settings,
+    sweep_overrides,
 )
 from batchrl.config.registry import (
     ALGORITHMS,
@@ -80,4 +82,5 @@ __all__ = [
     "preset_path",
     "runner_class",
     "save_config",
+    "sweep_overrides",
 ]

@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 
 from batchrl.config import ConfigError, load_run_config, save_config
+from batchrl.config.run_config import load_saved_run_config
 from batchrl.runners import train
+from batchrl.scripts import train as train_script
 from tests.scripts.test_train_tf import quiet, scalars
 
 
@@ -38,6 +40,29 @@ def test_a_population_logs_and_evaluates_each_member(tmp_path):
         assert [step for step, _ in evaluations] == [128, 256]
     assert _policy_params(tmp_path).shape[0] == 3
     assert not (tmp_path / "policy").exists()  # A population exports no policy yet.
+
+
+def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
+    code = train_script.main(
+        [
+            "--config=debug",
+            "--set=env.id=CartPole-v1",
+            "--set=env.backend=tensorflow",
+            "--sweep=ppo.learning_rate=1e-3,3e-4",
+            "--sweep=train.seed=4,9",
+            f"--logdir={tmp_path}",
+        ]
+    )
+    err = capfd.readouterr().err
+    assert code == 0, err
+    assert "Sweep: train.population=4 ppo.learning_rate=[0.001, 0.001, 0.0003, 0.0003]" in err
+    # The table at the start and at the end: member, seed, and its learning rate.
+    lines = [line.split() for line in err.splitlines() if line.strip().startswith("3 ")]
+    assert len(lines) == 2 and all(line[:3] == ["3", "9", "0.0003"] for line in lines), err
+    config = load_saved_run_config(tmp_path / "config.yaml")
+    assert config.train.seeds == (4, 9, 4, 9)
+    rates = scalars(tmp_path / "member-02" / "train", "ppo/learning_rate")
+    assert rates and all(value == pytest.approx(3e-4) for _, value in rates)
 
 
 @pytest.mark.slow
