@@ -131,6 +131,24 @@ class StreamingNormalizer(tf.Module):
             value = tf.clip_by_value(value, -self._clip, self._clip)
         return value
 
+    def select(self, rows: list[int]) -> StreamingNormalizer:
+        """A copy holding the statistics of `rows` of the leading axis, e.g. one member's.
+
+        For statistics of shape [M, ...] (one per member of a population), the copy has
+        shape [len(rows), ...] and normalizes exactly as this one does those rows; a
+        clip tensor of bounds per row is selected too.
+        """
+        clip = self._clip
+        if isinstance(clip, tf.Tensor) and clip.shape.rank:
+            clip = tf.gather(clip, rows)
+        copy = StreamingNormalizer(
+            [len(rows), *self._shape[1:]], self._center, self._scale, clip, self._epsilon
+        )
+        copy._count.assign(self._count)
+        copy._mean.assign(tf.gather(self._mean, rows))
+        copy._m2.assign(tf.gather(self._m2, rows))
+        return copy
+
     def summary(self, step: int | tf.Tensor | None = None) -> None:
         """Writes the mean and std to the default `tf.summary` writer, if there is one.
 

@@ -10,6 +10,60 @@ import tensorflow as tf
 
 from batchrl.parts import summary
 
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def aggregate(
+    returns, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, float]:
+    """The mean, interquartile mean and a 95% bootstrap interval of the mean of returns.
+
+    As rliable reports results over runs (Agarwal et al. 2021, "Deep Reinforcement
+    Learning at the Edge of the Statistical Precipice", https://arxiv.org/abs/2108.13264):
+
+        iqm = mean of the sorted returns x_(k+1) .. x_(n-k),  k = floor(n / 4)
+              (scipy.stats.trim_mean(x, 0.25), which rliable uses)
+        ci  = the 2.5th and 97.5th percentiles of the means of `resamples` samples of n
+              returns drawn with replacement (the percentile bootstrap)
+
+    Args:
+      returns: one number per member, e.g. each member's final evaluation return; NaNs
+        (members never evaluated) are left out.
+      resamples: bootstrap samples.
+      seed: the seed of NumPy's generator that draws them: the interval of equal returns
+        is the same in every run.
+
+    Returns:
+      `members` (how many returns counted), `mean`, `iqm`, `ci_low` and `ci_high`; NaN
+      where no return counted.
+    """
+    x = np.asarray(returns, np.float64)
+    x = np.sort(x[np.isfinite(x)])
+    n = len(x)
+    if not n:
+        return {"members": 0, **dict.fromkeys(("mean", "iqm", "ci_low", "ci_high"), math.nan)}
+    k = n // 4
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(n, size=(resamples, n))].mean(axis=1)  # [resamples]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {
+        "members": n,
+        "mean": float(x.mean()),
+        "iqm": float(x[k : n - k].mean()),
+        "ci_low": float(low),
+        "ci_high": float(high),
+    }
+
+
+def describe_aggregate(result: dict[str, float]) -> str:
+    """One line of an `aggregate` of final evaluations, for the end of a run."""
+    return (
+        f"Final evaluation over {result['members']} members: mean {result['mean']:.1f}, "
+        f"IQM {result['iqm']:.1f}, 95% bootstrap interval of the mean "
+        f"[{result['ci_low']:.1f}, {result['ci_high']:.1f}]"
+    )
+
 
 class MemberLogs:
     """Writes each member's scalars to `<logdir>/member-<m>/train` and `.../eval`.
@@ -68,6 +122,18 @@ class MemberLogs:
             self.eval_returns[m] = result["member_returns"][m]
             with writer.as_default(step=step):
                 summary.scalar("eval/mean_return", self.eval_returns[m])
+
+    def aggregate(self) -> dict[str, float]:
+        """`aggregate` of the members' latest evaluation returns."""
+        return aggregate(self.eval_returns)
+
+    def best(self) -> int:
+        """The member with the highest latest evaluation (training) return; 0 if none."""
+        for returns in (self.eval_returns, self.train_returns):
+            values = np.asarray(returns, np.float64)
+            if np.isfinite(values).any():
+                return int(np.nanargmax(np.where(np.isfinite(values), values, np.nan)))
+        return 0
 
     def flush(self) -> None:
         for writer in self._train + self._eval:

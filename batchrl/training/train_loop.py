@@ -19,7 +19,7 @@ from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import METADATA, export_policy
-from batchrl.training.members import MemberLogs
+from batchrl.training.members import MemberLogs, describe_aggregate
 from batchrl.training.policy_evaluator import PolicyEvaluator
 
 _clock = time.monotonic  # Of `train.max_seconds`; tests replace it.
@@ -95,12 +95,15 @@ def run(
         (`batchrl.config.members.member_settings`); None: seeds `seed + m`.
 
     A population (`trainer.members` M > 1) writes each member's scalars to
-    `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`,
-    prints a table of the members at the start and at the end, and exports no policy.
+    `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`
+    (with the interquartile mean and a bootstrap interval of the evaluations), prints a
+    table of the members at the start and at the end, and exports each member's policy
+    to `policies/member-<m>` and the best one's to `policy/`.
 
     Returns:
       The final `step`, and the latest `train_return` and `eval_return` (NaN if none);
-      for a population their means over members, and `members`, each member's.
+      for a population their means over members, `members`, each member's, and
+      `aggregate`, the `aggregate` of their final evaluations.
 
     Raises:
       Interrupted: on SIGINT or SIGTERM, after a checkpoint of the last finished call.
@@ -195,12 +198,17 @@ def run(
             best.offer(int(step), last["eval_return"], progress)
     if policy is not None and logs is None:
         export_policy(policy, eval_env.observation_space, logdir / "policy")
+    elif policy is not None:
+        _export_members(policy, eval_env.observation_space, logdir, logs, progress)
     train_writer.flush()
     eval_writer.flush()
     if logs is not None:
         logs.flush()
         progress(f"Members of the population:\n{logs.table()}", final=True)
         last["members"] = logs.members()
+        last["aggregate"] = logs.aggregate()
+        if last["aggregate"]["members"]:
+            progress(describe_aggregate(last["aggregate"]), final=True)
     elapsed = time.time() - start_time
     rate = (int(step) - start_step) / max(elapsed, 1e-9)
     status = _status(int(step), cfg.total_steps, None, last)
@@ -233,11 +241,44 @@ class BestPolicy:
 
 
 def _evaluate(evaluation: Evaluation, writer, step, logs: MemberLogs | None) -> float:
-    """Runs `evaluation`, writes its summaries (each member's too); returns the mean return."""
+    """Runs `evaluation`, writes its summaries (each member's too); returns the mean return.
+
+    For a population also the interquartile mean and the 95% bootstrap interval of the
+    mean over members (`aggregate`): `eval/iqm_return`, `eval/mean_return_ci_low` and
+    `eval/mean_return_ci_high`.
+    """
     result = evaluation.run(writer, step)
     if logs is not None:
         logs.eval(result, step)
+        values = logs.aggregate()
+        if values["members"]:
+            with writer.as_default(step=step):
+                summary.scalar("eval/iqm_return", values["iqm"])
+                summary.scalar("eval/mean_return_ci_low", values["ci_low"])
+                summary.scalar("eval/mean_return_ci_high", values["ci_high"])
     return result["mean_return"]
+
+
+def _export_members(population, observation_space, logdir: Path, logs: MemberLogs, progress):
+    """Exports `policies/member-<m>` for every member, and `policy/` for the best one.
+
+    The best is the member with the highest final evaluation (or, without evaluations,
+    latest training return); `policy/batchrl.json` names it, its seed and its settings.
+    """
+    for member in range(len(logs.seeds)):
+        path = logdir / "policies" / f"member-{member:02d}"
+        export_policy(population.member_policy(member), observation_space, path)
+    best = logs.best()
+    metadata = logs.members()[best]
+    export_policy(population.member_policy(best), observation_space, logdir / "policy", metadata)
+    by = f"final evaluation {metadata['eval_return']:.1f}"
+    if not math.isfinite(metadata["eval_return"]):
+        by = f"no evaluation; latest training return {metadata['train_return']:.1f}"
+    progress(
+        f"Member {best} is the best ({by}): exported to {logdir / 'policy'}; every "
+        f"member's policy is in {logdir / 'policies'}.",
+        final=True,
+    )
 
 
 def _eval_seed(seed: int, step: int) -> int:

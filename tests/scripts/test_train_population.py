@@ -1,5 +1,6 @@
 """The train script with a population of PPO agents (train.population > 1)."""
 
+import json
 import math
 
 import numpy as np
@@ -39,7 +40,27 @@ def test_a_population_logs_and_evaluates_each_member(tmp_path):
         evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
         assert [step for step, _ in evaluations] == [128, 256]
     assert _policy_params(tmp_path).shape[0] == 3
-    assert not (tmp_path / "policy").exists()  # A population exports no policy yet.
+    # The aggregate of the final evaluations, also in eval/.
+    aggregate = result["aggregate"]
+    assert aggregate["members"] == 3 and aggregate["mean"] == pytest.approx(mean)
+    assert aggregate["ci_low"] <= aggregate["mean"] <= aggregate["ci_high"]
+    for tag, name in [("iqm_return", "iqm"), ("mean_return_ci_low", "ci_low")]:
+        assert scalars(tmp_path / "eval", f"eval/{tag}")[-1] == (
+            256,
+            pytest.approx(aggregate[name]),
+        )
+    # Every member's policy, and the best one's in policy/.
+    observ = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    actions = []
+    for member in range(3):
+        policy = tf.saved_model.load(str(tmp_path / "policies" / f"member-{member:02d}"))
+        actions.append(policy(observ).numpy())
+    best = int(np.argmax([row["eval_return"] for row in result["members"]]))
+    metadata = json.loads((tmp_path / "policy" / "batchrl.json").read_text())
+    assert metadata["member"] == best and metadata["seed"] == best
+    assert metadata["eval_return"] == result["members"][best]["eval_return"]
+    best_policy = tf.saved_model.load(str(tmp_path / "policy"))
+    np.testing.assert_array_equal(best_policy(observ).numpy(), actions[best])
 
 
 def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
@@ -59,6 +80,7 @@ def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
     # The table at the start and at the end: member, seed, and its learning rate.
     lines = [line.split() for line in err.splitlines() if line.strip().startswith("3 ")]
     assert len(lines) == 2 and all(line[:3] == ["3", "9", "0.0003"] for line in lines), err
+    assert "Final evaluation over 4 members: mean" in err
     config = load_saved_run_config(tmp_path / "config.yaml")
     assert config.train.seeds == (4, 9, 4, 9)
     rates = scalars(tmp_path / "member-02" / "train", "ppo/learning_rate")

@@ -366,6 +366,10 @@ class PopulationPPO(Algorithm, Policy):
             sample = self._sample(output)
         return self._head.variables["head"].to_env_action(_flat(sample))
 
+    def member_policy(self, member: int) -> MemberPolicy:
+        """Member `member` alone, as a `Policy` for export (a copy of its variables)."""
+        return MemberPolicy(self, member)
+
     # Layouts and random draws.
 
     def _sample(self, output):
@@ -402,6 +406,47 @@ class PopulationPPO(Algorithm, Policy):
         """Member-major [M, T B] -> time-major [T, M B]."""
         x = tf.reshape(x, [self.members, -1, self._batch_size])
         return tf.reshape(tf.transpose(x, [1, 0, 2]), [-1, self.members * self._batch_size])
+
+
+class MemberPolicy(tf.Module, Policy):
+    """One member of a `PopulationPPO` acting alone, for `policies/member-<m>` and `policy/`.
+
+    It holds copies of the member's policy parameters, log std and observation
+    normalizer, taken when it is made, and its deterministic `act` runs the population's
+    ops on a member axis of one: it acts as the member did in the population's `act`. An
+    exported SavedModel of it holds only this member's variables.
+    """
+
+    autograph = False
+    recurrent = False
+
+    def __init__(self, population: PopulationPPO, member: int):
+        super().__init__(name=f"member_{member}")
+        if not 0 <= member < population.members:
+            raise ValueError(f"No member {member} in a population of {population.members}.")
+        rows = [member]
+        self.member = member
+        self._network = Untracked({"policy": population.policy, **population._head.variables})
+        self._sample_dtype = population._sample_dtype
+        self.observ_normalizer = population.observ_normalizer.select(rows)
+        self.policy_params = tf.Variable(
+            tf.gather(population.policy_params, rows), trainable=False
+        )  # [1, D_policy]
+        self.log_std = None
+        if population.log_std is not None:
+            self.log_std = tf.Variable(tf.gather(population.log_std, rows), trainable=False)
+
+    def act(self, observ, deterministic: bool = True):
+        """The member's greedy actions [N, ...] for raw observations [N, ...]."""
+        if not deterministic:
+            raise ValueError("A member's policy acts deterministically (its mode).")
+        normalized = self.observ_normalizer.normalize(observ[:, None])  # [N, 1, O]
+        normalized = tf.transpose(normalized, [1, 0, 2])  # [1, N, O]
+        policy, head = self._network.variables["policy"], self._network.variables["head"]
+        output = policy.apply(self.policy_params, normalized)  # [1, N, size]
+        log_std = None if self.log_std is None else self.log_std[:, None]
+        sample = tf.cast(head(output, log_std).mode(), self._sample_dtype)
+        return head.to_env_action(_flat(sample))
 
 
 def _listed(value) -> bool:

@@ -26,6 +26,7 @@ from batchrl.config import load_run_config
 from batchrl.config.members import member_offsets
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.simulate import simulate
+from batchrl.training.export import export_policy
 
 MEMBERS, SEED, ENVS, STEPS, UPDATES = 3, 5, 4, 16, 3
 TOLERANCE = 1e-4
@@ -185,3 +186,24 @@ def test_a_member_with_learning_rate_zero_keeps_its_parameters():
     for member in (0, 2):
         assert np.max(np.abs(_member_params(population, member) - starts[member])) > 1e-5
     np.testing.assert_allclose(population.optimizer.rates.numpy(), [3e-4, 0, 1e-3])
+
+
+@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
+def test_a_member_policy_acts_as_the_member(preset, tmp_path):
+    """`member_policy(m)` and its SavedModel act as member m of the population does."""
+    config = _config(preset, MEMBERS, "ppo.observ_clip=[10, 0.5, 0]")
+    env, population = _population(config)
+    _call(env, population, False)()  # Normalizers and parameters away from their start.
+    rng = np.random.default_rng(0)
+    observ = rng.normal(scale=3.0, size=(7, *env.observation_space.shape)).astype(np.float32)
+    actions = population.act(tf.constant(np.tile(observ, [MEMBERS, 1]))).numpy()  # [M 7, ...]
+    for member in range(MEMBERS):
+        rows = actions[member * 7 : (member + 1) * 7]
+        policy = population.member_policy(member)
+        np.testing.assert_array_equal(policy.act(tf.constant(observ)).numpy(), rows)
+        path = export_policy(policy, env.observation_space, tmp_path / f"member-{member}")
+        loaded = tf.saved_model.load(str(path))
+        np.testing.assert_array_equal(loaded(observ).numpy(), rows)
+    assert len(population.member_policy(0).variables) < len(population.variables)
+    with pytest.raises(ValueError, match="No member 3"):
+        population.member_policy(MEMBERS)
