@@ -40,12 +40,18 @@ def member_settings(config: Config, section: str) -> list[dict[str, Any]]:
     """Each member's seed and its own value of every key of `section` given as a list.
 
     For the member table and the start of a run: [{'seed': 0, 'ppo.learning_rate': 1e-4},
-    ...], one dict per member.
+    ...], one dict per member. Keys that population-based training changes (`pbt.keys`)
+    are listed too, from the start.
     """
     rows = [{"seed": seed} for seed in member_seeds(config.train)]
-    for key in listed_keys(config, section):
-        for row, value in zip(rows, config[section][key]):
-            row[f"{section}.{key}"] = value
+    keys = listed_keys(config, section)
+    if config.pbt.interval:
+        keys += [key for key in config.pbt.keys if key not in keys]
+    for key in keys:
+        value = config[section][key]
+        values = value if isinstance(value, tuple) else [value] * len(rows)
+        for row, member_value in zip(rows, values):
+            row[f"{section}.{key}"] = member_value
     return rows
 
 

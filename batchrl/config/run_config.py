@@ -120,6 +120,7 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
             "use network.torso='none'."
         )
     _check_population(config)
+    _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
     if check is not None:
@@ -356,6 +357,35 @@ def _check_population(config: Config) -> None:
                 f"population needs {key}={valid!r} (PPO with feed-forward networks on "
                 "environments in TensorFlow ops, runner local), or train.population=1."
             )
+
+
+def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
+    """Refuses population-based training settings it cannot run, naming the key."""
+    pbt, train = config.pbt, config.train
+    _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    if not pbt.interval:
+        return
+    _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
+    _require(
+        train.eval_every > 0 and pbt.interval % train.eval_every == 0,
+        "pbt.interval",
+        pbt.interval,
+        f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
+        "latest evaluation)",
+    )
+    _require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
+    for key in pbt.keys:
+        if key not in keys:
+            raise ConfigError(
+                f"Invalid pbt.keys={list(pbt.keys)}: {key!r} is not a setting population-based "
+                f"training perturbs; valid keys are {list(keys)}."
+            )
+    _require(
+        bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
+        "pbt.factors",
+        list(pbt.factors),
+        "a list of positive numbers",
+    )
 
 
 def _check_network(network: Config) -> None:

@@ -149,6 +149,14 @@ class StreamingNormalizer(tf.Module):
         copy._m2.assign(tf.gather(self._m2, rows))
         return copy
 
+    def copy_rows(self, source: tf.Tensor) -> None:
+        """Row m of the leading axis takes the statistics of row `source[m]` ([M] ints).
+
+        For a population's members (population-based training); the count is shared.
+        """
+        self._mean.assign(tf.gather(self._mean, source))
+        self._m2.assign(tf.gather(self._m2, source))
+
     def summary(self, step: int | tf.Tensor | None = None) -> None:
         """Writes the mean and std to the default `tf.summary` writer, if there is one.
 

@@ -72,6 +72,10 @@ class MemberAdam(Adam):
         """The members' learning rates [M]."""
         return self._rates.variables["rates"]
 
+    def member_variables(self) -> list[tf.Variable]:
+        """The first and second moments [M, ...] of every variable, rows by member."""
+        return [v.value for v in [*self._momentums, *self._velocities]]
+
     def update_step(self, gradient, variable, learning_rate):
         del learning_rate  # Each member's is in `rates`.
         index = self._get_variable_index(variable)

@@ -24,7 +24,7 @@ from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.train_loop import Progress, run
 
 # Sections that shape the model; a resumed run must keep them as they were.
-_FIXED_SECTIONS = ("env", "algorithm", "network")
+_FIXED_SECTIONS = ("env", "algorithm", "network", "pbt")
 
 
 def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
@@ -142,6 +142,7 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
             progress,
             final_eval_env,
             members,
+            config.pbt if config.pbt.interval else None,
         )
     finally:
         if trainer is not None:

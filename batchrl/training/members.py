@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -89,7 +90,7 @@ class MemberLogs:
         self.seeds = list(seeds)
         self.settings = [dict(row) for row in settings or [{} for _ in self.seeds]]
         names = [f"member-{m:02d}" for m in range(len(self.seeds))]
-        logdir = Path(logdir)
+        logdir = self._logdir = Path(logdir)
         self._train = [tf.summary.create_file_writer(str(logdir / n / "train")) for n in names]
         self._eval = [tf.summary.create_file_writer(str(logdir / n / "eval")) for n in names]
         self.train_returns = [math.nan] * len(self.seeds)
@@ -122,6 +123,32 @@ class MemberLogs:
             self.eval_returns[m] = result["member_returns"][m]
             with writer.as_default(step=step):
                 summary.scalar("eval/mean_return", self.eval_returns[m])
+
+    def exploit(self, step: int, source, values: dict[str, list[float]]) -> list[dict]:
+        """Logs a step of population-based training: who took whose state, new settings.
+
+        Appends a line to `<logdir>/pbt.jsonl` for each member that took another's state,
+        {"step", "member", "parent", "seed", settings...}, writes every member's
+        `pbt/parent` and settings (`pbt/learning_rate`, ...) to its `train/`, and keeps
+        the new settings for the table.
+
+        Returns:
+          The lines written.
+        """
+        records = []
+        for m, writer in enumerate(self._train):
+            parent = int(source[m])
+            settings = {key: value[m] for key, value in values.items()}
+            self.settings[m].update(settings)
+            with writer.as_default(step=step):
+                summary.scalar("pbt/parent", parent)
+                for key, value in settings.items():
+                    summary.scalar(f"pbt/{key.rpartition('.')[2]}", value)
+            if parent != m:
+                records.append({"step": step, "member": m, "parent": parent, **settings})
+        with open(self._logdir / "pbt.jsonl", "a", encoding="utf-8") as file:
+            file.writelines(json.dumps(record) + "\n" for record in records)
+        return records
 
     def aggregate(self) -> dict[str, float]:
         """`aggregate` of the members' latest evaluation returns."""

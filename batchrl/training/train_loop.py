@@ -77,6 +77,7 @@ def run(
     progress,
     final_eval_env=None,
     members: list[dict] | None = None,
+    pbt=None,
 ) -> dict[str, float]:
     """Steps `trainer` to `total_steps` or `max_seconds`; evaluates, saves and exports.
 
@@ -93,6 +94,9 @@ def run(
         Gymnasium's, where `eval_env` is the TensorFlow port).
       members: a population's members, each a dict of its `seed` and its own settings
         (`batchrl.config.members.member_settings`); None: seeds `seed + m`.
+      pbt: the `pbt` section, for population-based training of a population
+        (`pbt.interval` > 0): after the evaluation at every multiple of the interval,
+        `policy.exploit` replaces the worst members; `pbt.jsonl` logs the lineage.
 
     A population (`trainer.members` M > 1) writes each member's scalars to
     `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`
@@ -134,6 +138,9 @@ def run(
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None
     next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
+    next_pbt = None
+    if pbt is not None and pbt.interval and logs is not None and evaluation is not None:
+        next_pbt = _next_multiple(int(step), pbt.interval)
     first_call, evaluated_at = True, None
     out_of_time, budget_start = False, _clock()
     with StopSignals() as signals:
@@ -175,6 +182,11 @@ def run(
                 evaluated_at = int(step)
                 if best is not None:
                     best.offer(int(step), last["eval_return"], progress)
+            # Not at the end: the final evaluations and exports are of the members trained.
+            due = next_pbt is not None and next_pbt <= int(step) < cfg.total_steps
+            if due and evaluated_at == int(step):
+                _exploit(policy, logs, pbt, int(step), progress)
+                next_pbt = _next_multiple(int(step), pbt.interval)
             if int(step) >= next_checkpoint:
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
@@ -257,6 +269,14 @@ def _evaluate(evaluation: Evaluation, writer, step, logs: MemberLogs | None) -> 
                 summary.scalar("eval/mean_return_ci_low", values["ci_low"])
                 summary.scalar("eval/mean_return_ci_high", values["ci_high"])
     return result["mean_return"]
+
+
+def _exploit(population, logs: MemberLogs, pbt, step: int, progress) -> None:
+    """A step of population-based training on the members' latest evaluations; logs it."""
+    source = population.exploit(logs.eval_returns, pbt.quantile, tuple(pbt.factors))
+    records = logs.exploit(step, source.numpy(), population.pbt_values())
+    moves = ", ".join(f"{r['member']} <- {r['parent']}" for r in records)
+    progress(f"Population-based training at step {step:,}: member <- parent: {moves}.", final=True)
 
 
 def _export_members(population, observation_space, logdir: Path, logs: MemberLogs, progress):

@@ -93,3 +93,36 @@ def test_a_list_needs_a_population():
 def test_other_algorithms_take_no_lists():
     with pytest.raises(ConfigError, match=r"impala.learning_rate=.*'impala' trains no members"):
         load_run_config("cartpole_impala", ["impala.learning_rate=[1e-3]"])
+
+
+def test_population_based_training_loads():
+    config = load_run_config(
+        "cartpole_tf",
+        [
+            "train.population=4",
+            "train.eval_every=4096",
+            "pbt.interval=8192",
+            "pbt.keys=[learning_rate, entropy_coef]",
+        ],
+    )
+    assert config.pbt.keys == ("learning_rate", "entropy_coef")
+    rows = member_settings(config, "ppo")
+    assert rows[3] == {"seed": 3, "ppo.learning_rate": 3e-4, "ppo.entropy_coef": 0.0}
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["train.population=1"], r"train.population=1; it must be >= 2 with pbt"),
+        (["train.eval_every=3000"], r"pbt.interval=8192; it must be a multiple of train.eval"),
+        (["train.eval_every=0"], r"pbt.interval=8192; it must be a multiple"),
+        (["pbt.quantile=0.75"], r"pbt.quantile=0.75"),
+        (["pbt.keys=[epochs]"], r"pbt.keys=\['epochs'\]: 'epochs' is not a setting"),
+        (["pbt.factors=[]"], r"pbt.factors=\[\]"),
+        (["pbt.factors=[0.8, -1]"], r"pbt.factors=\[0.8, -1.0\]"),
+    ],
+)
+def test_bad_population_based_training_is_refused(overrides, message):
+    base = ["train.population=4", "train.eval_every=4096", "pbt.interval=8192"]
+    with pytest.raises(ConfigError, match=message):
+        load_run_config("cartpole_tf", [*base, *overrides])

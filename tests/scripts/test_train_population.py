@@ -118,3 +118,27 @@ def test_a_population_of_four_learns_cartpole(tmp_path):
     result = train(config, tmp_path, progress=quiet)
     returns = [row["eval_return"] for row in result["members"]]
     assert sum(value >= 150 for value in returns) >= 3, returns
+
+
+def test_population_based_training_logs_its_lineage(tmp_path):
+    config = _debug(
+        "train.population=4",
+        "pbt.interval=128",
+        "pbt.keys=[learning_rate]",
+        "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
+    )
+    result = train(config, tmp_path, progress=quiet)
+    lines = [json.loads(line) for line in (tmp_path / "pbt.jsonl").read_text().splitlines()]
+    # At 128 (not at the end, 256): a quarter of 4 members, one, takes another's state.
+    assert [line["step"] for line in lines] == [128]
+    for line in lines:
+        assert line["parent"] != line["member"]
+        assert 0.8e-3 <= line["ppo.learning_rate"] <= 4.8e-3
+    last = lines[-1]
+    row = result["members"][last["member"]]
+    assert row["ppo.learning_rate"] == pytest.approx(last["ppo.learning_rate"])
+    member = f"member-{last['member']:02d}"
+    parents = scalars(tmp_path / member / "train", "pbt/parent")
+    assert parents == [(128, last["parent"])]
+    rates = scalars(tmp_path / member / "train", "pbt/learning_rate")
+    assert rates == [(128, pytest.approx(last["ppo.learning_rate"]))]

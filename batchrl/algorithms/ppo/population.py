@@ -8,6 +8,7 @@ from batchrl.algorithms.ppo import utility
 from batchrl.algorithms.ppo.ppo import (
     MEMBER_KEYS,
     METRICS,
+    PBT_KEYS,
     PPO,
     SUMMARIES,
     make_networks,
@@ -16,7 +17,7 @@ from batchrl.algorithms.ppo.ppo import (
 from batchrl.config.members import member_seeds
 from batchrl.core import Algorithm, Policy
 from batchrl.networks import PopulationMLP
-from batchrl.parts import optimizers
+from batchrl.parts import optimizers, pbt
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.permutations import random_permutations
 from batchrl.parts.rollout_buffer import RolloutBuffer
@@ -68,6 +69,7 @@ class PopulationPPO(Algorithm, Policy):
             `member_seeds(config.train)[m]`.
         """
         super().__init__()
+        del seed  # Each member's comes from the config: `member_seeds`.
         PPO.check_config(config)
         cfg = self._cfg = config.ppo
         network = config.network
@@ -78,13 +80,24 @@ class PopulationPPO(Algorithm, Policy):
         self._step = step
         self._batch_size = len(batch_env) // members
         self._observ_shape = tuple(batch_env.observation_space.shape)
-        del seed
         seeds = member_seeds(config.train)
         self._rngs = [tf.random.Generator.from_seed(s) for s in seeds]
         # Each member's own values [M] of the keys given as lists (shared ones: `cfg`).
         self._settings = Untracked(
             {key: tf.constant(cfg[key], tf.float32) for key in MEMBER_KEYS if _listed(cfg[key])}
         )
+
+        self._pbt_keys = tuple(config.pbt.keys) if config.pbt.interval else ()
+        if self._pbt_keys:  # Settings that population-based training changes: state.
+            self.pbt_settings = {
+                key: tf.Variable(
+                    tf.broadcast_to(tf.constant(cfg[key], tf.float32), [members]),
+                    trainable=False,
+                    name=key,
+                )
+                for key in self._pbt_keys
+            }
+            self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
 
         normalize = cfg.normalize_observ
         observ_clip = self._clip("observ_clip")
@@ -293,8 +306,9 @@ class PopulationPPO(Algorithm, Policy):
             if cfg.objective == "kl_penalty":
                 terms["kl"] = old_dist.kl_divergence(dist)  # [M, n]
                 terms["penalty"] = self.penalty.read_value()  # [M]
-            if self._settings.variables:  # [M] each; a scalar in each member's map.
-                terms["settings"] = self._settings.variables
+            settings = self._member_settings()
+            if settings:  # [M] each; a scalar in each member's map.
+                terms["settings"] = settings
 
             def member_loss(member):
                 return minibatch_loss({**cfg, **member.pop("settings", {})}, member)
@@ -326,6 +340,9 @@ class PopulationPPO(Algorithm, Policy):
     def _learning_rate(self):
         """The learning rate, or each member's [M], at the current step."""
         cfg = self._cfg
+        if "learning_rate" in self._pbt_keys:  # The schedule's factor times each member's.
+            factor = learning_rate(1.0, cfg.learning_rate_schedule, self._step, self._total_steps)
+            return factor * self.pbt_settings["learning_rate"]
         return learning_rate(
             cfg.learning_rate, cfg.learning_rate_schedule, self._step, self._total_steps
         )
@@ -334,7 +351,14 @@ class PopulationPPO(Algorithm, Policy):
 
     def _setting(self, key: str):
         """`ppo.<key>`: a float the members share, or each member's value [M]."""
+        if key in self._pbt_keys:
+            return self.pbt_settings[key].read_value()
         return self._settings.variables.get(key, self._cfg[key])
+
+    def _member_settings(self) -> dict[str, tf.Tensor]:
+        """The settings that differ by member (listed, or changed by PBT), [M] each."""
+        keys = [k for k in MEMBER_KEYS if k in self._pbt_keys or k in self._settings.variables]
+        return {key: tf.convert_to_tensor(self._setting(key)) for key in keys}
 
     def _clip(self, key: str):
         """A clip bound: a float (0: off), or each member's [M], inf where it is 0."""
@@ -352,6 +376,45 @@ class PopulationPPO(Algorithm, Policy):
     def summaries(self) -> dict[str, tf.Tensor]:
         """Each member's scalars of the latest update, {'ppo/<name>': [M]}."""
         return {f"ppo/{name}": v.read_value() for name, v in self._latest.variables.items()}
+
+    # Population-based training.
+
+    def exploit(self, scores, quantile: float, factors) -> tf.Tensor:
+        """Population-based training's exploit and explore step (Jaderberg et al. 2017).
+
+        The members in the bottom `quantile` by `scores` take the state of members in the
+        top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
+        KL penalty and observation and reward normalizer statistics are the parent's
+        rows. Their `pbt.keys` settings become the parent's times a factor drawn from
+        `factors` (`pbt.perturb`). Random streams and environments stay the member's.
+
+        Args:
+          scores: [M] each member's latest evaluation return (NaN: none, ranks lowest).
+          quantile: the share of members replaced, in (0, 0.5].
+          factors: e.g. (0.8, 1.2).
+
+        Returns:
+          `source` [M] int32: the member whose state member m took (m if it kept its own).
+        """
+        source, copied = pbt.exploit(scores, quantile, self._pbt_rng)
+        state = [self.policy_params, self.value_params, self.penalty]
+        state += self.optimizer.member_variables()
+        if self.log_std is not None:
+            state.append(self.log_std)
+        for variable in state:
+            variable.assign(tf.gather(variable, source))
+        self.observ_normalizer.copy_rows(source)
+        self.reward_scaler.normalizer.copy_rows(source)
+        for key in self._pbt_keys:
+            variable = self.pbt_settings[key]
+            low, high = PBT_KEYS[key]
+            parent = tf.gather(variable, source)
+            variable.assign(pbt.perturb(parent, copied, factors, self._pbt_rng, low, high))
+        return source
+
+    def pbt_values(self) -> dict[str, list[float]]:
+        """Each member's current value of every `pbt.keys` setting, {'ppo.<key>': [M]}."""
+        return {f"ppo.{key}": self.pbt_settings[key].numpy().tolist() for key in self._pbt_keys}
 
     # The policy, for evaluation.
 

@@ -38,6 +38,15 @@ MEMBER_KEYS = (
     "observ_clip",
     "reward_clip",
 )
+# The keys population-based training may perturb (`pbt.keys`), with their valid ranges.
+PBT_KEYS = {
+    "learning_rate": (0.0, float("inf")),
+    "entropy_coef": (0.0, float("inf")),
+    "clip_ratio": (0.0, float("inf")),
+    "value_coef": (0.0, float("inf")),
+    "max_grad_norm": (0.0, float("inf")),
+    "gae_lambda": (0.0, 1.0),
+}
 UPDATE_MODES = ("steps", "episodes")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 # What `learn` reports, as `summaries()` returns it after a training call.
@@ -81,6 +90,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
     config_section = "ppo"
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
     member_keys = MEMBER_KEYS  # A population (`PopulationPPO`) reads lists of these.
+    pbt_keys = tuple(PBT_KEYS)  # And population-based training perturbs these.
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -207,3 +207,60 @@ def test_a_member_policy_acts_as_the_member(preset, tmp_path):
     assert len(population.member_policy(0).variables) < len(population.variables)
     with pytest.raises(ValueError, match="No member 3"):
         population.member_policy(MEMBERS)
+
+
+def test_exploit_copies_exactly_the_parents_state():
+    """Scores 3, 1, 4, 2: member 1 takes member 2's state; its learning rate is perturbed."""
+    members = 4
+    config = load_run_config(
+        "pendulum_tf",
+        [
+            f"env.num_envs={ENVS}",
+            f"ppo.rollout_length={STEPS}",
+            "ppo.epochs=2",
+            "ppo.minibatches=2",
+            "network.policy_layers=[16, 16]",
+            "network.value_layers=[16, 16]",
+            f"train.population={members}",
+            "train.eval_every=64",
+            "pbt.interval=64",
+            "pbt.keys=[learning_rate, gae_lambda]",
+            "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
+            "ppo.objective=kl_penalty",
+        ],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=members)
+    population = PopulationPPO(env, config, seed=SEED)
+    _call(env, population, False)()  # Members apart: parameters, moments, penalties.
+    _call(env, population, False)()
+    state = {
+        "policy": population.policy_params,
+        "value": population.value_params,
+        "log_std": population.log_std,
+        "penalty": population.penalty,
+        "observ_mean": population.observ_normalizer._mean,
+        "observ_m2": population.observ_normalizer._m2,
+        "reward_mean": population.reward_scaler.normalizer._mean,
+        "reward_m2": population.reward_scaler.normalizer._m2,
+        **{f"adam_{i}": v for i, v in enumerate(population.optimizer.member_variables())},
+    }
+    before = {name: variable.numpy() for name, variable in state.items()}
+    assert not np.array_equal(before["policy"][1], before["policy"][2])
+    assert not np.array_equal(before["adam_0"][1], before["adam_0"][2])
+    rates = population.pbt_settings["learning_rate"].numpy()
+    np.testing.assert_allclose(rates, [1e-3, 2e-3, 3e-3, 4e-3])
+    source = population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+    np.testing.assert_array_equal(source, [0, 2, 2, 3])
+    for name, variable in state.items():
+        after = variable.numpy()
+        np.testing.assert_array_equal(after[1], before[name][2], err_msg=name)
+        for member in (0, 2, 3):
+            np.testing.assert_array_equal(after[member], before[name][member], err_msg=name)
+    new = population.pbt_settings["learning_rate"].numpy()
+    assert new[1] in np.float32(3e-3) * np.float32([0.8, 1.2])
+    np.testing.assert_array_equal(new[[0, 2, 3]], rates[[0, 2, 3]])
+    lambdas = population.pbt_settings["gae_lambda"].numpy()
+    assert lambdas[1] in np.minimum(np.float32(0.9) * np.float32([0.8, 1.2]), 1)  # pendulum_tf
+    assert population.pbt_values()["ppo.learning_rate"][1] == pytest.approx(new[1])
+    _call(env, population, False)()  # Trains on at the new settings.
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), new)
