@@ -187,6 +187,7 @@ def run(
             if due and evaluated_at == int(step):
                 _exploit(policy, logs, pbt, int(step), progress)
                 next_pbt = _next_multiple(int(step), pbt.interval)
+                evaluated_at = None  # Should the run stop here, the final evaluation is due.
             if int(step) >= next_checkpoint:
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
