@@ -40,13 +40,13 @@ def member_settings(config: Config, section: str) -> list[dict[str, Any]]:
     """Each member's seed and its own value of every key of `section` given as a list.
 
     For the member table and the start of a run: [{'seed': 0, 'ppo.learning_rate': 1e-4},
-    ...], one dict per member. Keys that population-based training changes (`pbt.keys`)
+    ...], one dict per member. Keys that population-based training changes (`pbt.perturb`)
     are listed too, from the start.
     """
     rows = [{"seed": seed} for seed in member_seeds(config.train)]
     keys = listed_keys(config, section)
     if config.pbt.interval:
-        keys += [key for key in config.pbt.keys if key not in keys]
+        keys += [key for key in config.pbt.perturb if key not in keys]
     for key in keys:
         value = config[section][key]
         values = value if isinstance(value, tuple) else [value] * len(rows)

@@ -374,11 +374,11 @@ def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
         "latest evaluation)",
     )
     _require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
-    for key in pbt.keys:
+    for key in pbt.perturb:
         if key not in keys:
             raise ConfigError(
-                f"Invalid pbt.keys={list(pbt.keys)}: {key!r} is not a setting population-based "
-                f"training perturbs; valid keys are {list(keys)}."
+                f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
+                f"population-based training perturbs; valid keys are {list(keys)}."
             )
     _require(
         bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),

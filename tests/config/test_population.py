@@ -102,12 +102,17 @@ def test_population_based_training_loads():
             "train.population=4",
             "train.eval_every=4096",
             "pbt.interval=8192",
-            "pbt.keys=[learning_rate, entropy_coef]",
+            "pbt.perturb=[learning_rate, entropy_coef]",
         ],
     )
-    assert config.pbt.keys == ("learning_rate", "entropy_coef")
+    assert config.pbt.perturb == ("learning_rate", "entropy_coef")
     rows = member_settings(config, "ppo")
-    assert rows[3] == {"seed": 3, "ppo.learning_rate": 3e-4, "ppo.entropy_coef": 0.0}
+    ppo = config.ppo  # The preset's, the same for every member until PBT changes them.
+    assert rows[3] == {
+        "seed": 3,
+        "ppo.learning_rate": ppo.learning_rate,
+        "ppo.entropy_coef": ppo.entropy_coef,
+    }
 
 
 @pytest.mark.parametrize(
@@ -117,7 +122,7 @@ def test_population_based_training_loads():
         (["train.eval_every=3000"], r"pbt.interval=8192; it must be a multiple of train.eval"),
         (["train.eval_every=0"], r"pbt.interval=8192; it must be a multiple"),
         (["pbt.quantile=0.75"], r"pbt.quantile=0.75"),
-        (["pbt.keys=[epochs]"], r"pbt.keys=\['epochs'\]: 'epochs' is not a setting"),
+        (["pbt.perturb=[epochs]"], r"pbt.perturb=\['epochs'\]: 'epochs' is not a setting"),
         (["pbt.factors=[]"], r"pbt.factors=\[\]"),
         (["pbt.factors=[0.8, -1]"], r"pbt.factors=\[0.8, -1.0\]"),
     ],

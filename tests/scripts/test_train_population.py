@@ -124,7 +124,7 @@ def test_population_based_training_logs_its_lineage(tmp_path):
     config = _debug(
         "train.population=4",
         "pbt.interval=128",
-        "pbt.keys=[learning_rate]",
+        "pbt.perturb=[learning_rate]",
         "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
     )
     result = train(config, tmp_path, progress=quiet)

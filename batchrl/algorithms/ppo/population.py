@@ -87,7 +87,7 @@ class PopulationPPO(Algorithm, Policy):
             {key: tf.constant(cfg[key], tf.float32) for key in MEMBER_KEYS if _listed(cfg[key])}
         )
 
-        self._pbt_keys = tuple(config.pbt.keys) if config.pbt.interval else ()
+        self._pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
         if self._pbt_keys:  # Settings that population-based training changes: state.
             self.pbt_settings = {
                 key: tf.Variable(
@@ -385,7 +385,7 @@ class PopulationPPO(Algorithm, Policy):
         The members in the bottom `quantile` by `scores` take the state of members in the
         top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
         KL penalty and observation and reward normalizer statistics are the parent's
-        rows. Their `pbt.keys` settings become the parent's times a factor drawn from
+        rows. Their `pbt.perturb` settings become the parent's times a factor drawn from
         `factors` (`pbt.perturb`). Random streams and environments stay the member's.
 
         Args:
@@ -413,7 +413,7 @@ class PopulationPPO(Algorithm, Policy):
         return source
 
     def pbt_values(self) -> dict[str, list[float]]:
-        """Each member's current value of every `pbt.keys` setting, {'ppo.<key>': [M]}."""
+        """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
         return {f"ppo.{key}": self.pbt_settings[key].numpy().tolist() for key in self._pbt_keys}
 
     # The policy, for evaluation.

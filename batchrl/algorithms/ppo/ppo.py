@@ -38,7 +38,7 @@ MEMBER_KEYS = (
     "observ_clip",
     "reward_clip",
 )
-# The keys population-based training may perturb (`pbt.keys`), with their valid ranges.
+# The keys population-based training may perturb (`pbt.perturb`), with their valid ranges.
 PBT_KEYS = {
     "learning_rate": (0.0, float("inf")),
     "entropy_coef": (0.0, float("inf")),

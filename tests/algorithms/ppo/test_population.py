@@ -224,7 +224,7 @@ def test_exploit_copies_exactly_the_parents_state():
             f"train.population={members}",
             "train.eval_every=64",
             "pbt.interval=64",
-            "pbt.keys=[learning_rate, gae_lambda]",
+            "pbt.perturb=[learning_rate, gae_lambda]",
             "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
             "ppo.objective=kl_penalty",
         ],
