@@ -327,9 +327,9 @@ def _status(step, total, rate, last) -> str:
 class Progress:
     """A live status line on a terminal; a line every 10 seconds elsewhere."""
 
-    def __init__(self, stream=sys.stderr):
-        self._stream = stream
-        self._tty = stream.isatty()
+    def __init__(self, stream=None):
+        self._stream = stream or sys.stderr  # The one of the moment, not of the import.
+        self._tty = self._stream.isatty()
         self._last = 0.0
 
     def __call__(self, text: str, final: bool = False) -> None:
