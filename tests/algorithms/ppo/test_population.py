@@ -1,17 +1,24 @@
-"""A member of a PPO population computes what a single run of its seed computes.
+"""A member of a PPO population computes what a single run of its seed and settings computes.
 
-Member m of a population seeded s starts from exactly the parameters of a single run
-seeded s + m, collects the same first rollout (the same discrete actions, terminations
-and truncations; floats to rounding) and, after three updates, holds the same parameters
-to float32 rounding: the population's batched products may round differently from a
-single run's. Measured on 2026-11-26 (3 members, 4 environments each, rollouts of 16
-steps, 2 epochs of 2 minibatches), the largest absolute difference over all members:
+Member m of a population starts from exactly the parameters of a single run of its seed
+(seed + m, or train.seeds[m]) and its own settings (ppo keys given as lists), collects
+the same first rollout (the same discrete actions, terminations and truncations; floats
+to rounding) and, after three updates, holds the same parameters to float32 rounding:
+the population's batched products may round differently from a single run's. Measured
+on 2026-11-26 (3 members, 4 environments each, rollouts of 16 steps, 2 epochs of 2
+minibatches), the largest absolute difference over all members:
 
-    preset        mode    first rollout   parameters after 3 updates
-    pendulum_tf   graph   2.4e-7          6.0e-8
-    pendulum_tf   XLA     6.0e-8          6.0e-8
-    cartpole_tf   graph   3.7e-9          6.0e-8
-    cartpole_tf   XLA     0               6.0e-8
+    preset        settings              mode    first rollout   parameters after 3 updates
+    pendulum_tf   shared                graph   2.4e-7          6.0e-8
+    pendulum_tf   shared                XLA     6.0e-8          6.0e-8
+    cartpole_tf   shared                graph   3.7e-9          6.0e-8
+    cartpole_tf   shared                XLA     0               6.0e-8
+    pendulum_tf   own (OWN)             graph   2.4e-7          6.0e-8
+    pendulum_tf   own (OWN)             XLA     6.0e-8          6.0e-8
+    cartpole_tf   own (OWN)             graph   1.9e-9          3.0e-8
+    cartpole_tf   own (OWN)             XLA     0               6.0e-8
+    pendulum_tf   own (OWN_KL), kl_pen. graph   2.4e-7          6.0e-8
+    pendulum_tf   own (OWN_KL), kl_pen. XLA     6.0e-8          6.0e-8
 
 The tolerance, 1e-4, is a tenth of one Adam step at cartpole_tf's learning rate.
 """
