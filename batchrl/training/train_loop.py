@@ -182,12 +182,13 @@ def run(
                 evaluated_at = int(step)
                 if best is not None:
                     best.offer(int(step), last["eval_return"], progress)
-            # Not at the end: the final evaluations and exports are of the members trained.
-            due = next_pbt is not None and next_pbt <= int(step) < cfg.total_steps
-            if due and evaluated_at == int(step):
+            if next_pbt is not None and int(step) >= next_pbt and evaluated_at == int(step):
                 _exploit(policy, logs, pbt, int(step), progress)
                 next_pbt = _next_multiple(int(step), pbt.interval)
-                evaluated_at = None  # Should the run stop here, the final evaluation is due.
+                # Should the run end here, a final evaluation scores the new members. (At
+                # the end too, so that a resumed run with another total_steps exploits
+                # where the uninterrupted one did.)
+                evaluated_at = None
             if int(step) >= next_checkpoint:
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)

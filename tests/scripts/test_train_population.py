@@ -87,15 +87,29 @@ def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
     assert rates and all(value == pytest.approx(3e-4) for _, value in rates)
 
 
+PBT = ("train.population=4", "pbt.interval=128", "pbt.perturb=[learning_rate, clip_ratio]")
+
+
 @pytest.mark.slow
-def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path):
-    train(_debug(), tmp_path / "whole", progress=quiet)
-    train(_debug("train.total_steps=128"), tmp_path / "resumed", progress=quiet)
-    result = train(_debug(), tmp_path / "resumed", progress=quiet)
+@pytest.mark.parametrize("overrides", [(), PBT], ids=["plain", "pbt"])
+def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path, overrides):
+    """With PBT, the exploit at 128 is in the checkpoint of 128, its settings too."""
+    train(_debug(*overrides), tmp_path / "whole", progress=quiet)
+    train(_debug(*overrides, "train.total_steps=128"), tmp_path / "resumed", progress=quiet)
+    result = train(_debug(*overrides), tmp_path / "resumed", progress=quiet)
     assert result["step"] == 256
     np.testing.assert_array_equal(
         _policy_params(tmp_path / "resumed"), _policy_params(tmp_path / "whole")
     )
+    if overrides:
+        reader = tf.train.load_checkpoint(str(tmp_path / "resumed" / "checkpoints"))
+        rates = reader.get_tensor("algo/pbt_settings/learning_rate/.ATTRIBUTES/VARIABLE_VALUE")
+        whole = tf.train.load_checkpoint(str(tmp_path / "whole" / "checkpoints"))
+        expected = whole.get_tensor("algo/pbt_settings/learning_rate/.ATTRIBUTES/VARIABLE_VALUE")
+        np.testing.assert_array_equal(rates, expected)
+        assert len(set(rates.tolist())) > 1  # Perturbed at 128 and at 256.
+        lines = (tmp_path / "resumed" / "pbt.jsonl").read_text()
+        assert lines == (tmp_path / "whole" / "pbt.jsonl").read_text()
 
 
 def test_a_resumed_run_keeps_its_population(tmp_path):
@@ -129,8 +143,8 @@ def test_population_based_training_logs_its_lineage(tmp_path):
     )
     result = train(config, tmp_path, progress=quiet)
     lines = [json.loads(line) for line in (tmp_path / "pbt.jsonl").read_text().splitlines()]
-    # At 128 (not at the end, 256): a quarter of 4 members, one, takes another's state.
-    assert [line["step"] for line in lines] == [128]
+    # At 128 and 256: a quarter of 4 members, one, takes another's state.
+    assert [line["step"] for line in lines] == [128, 256]
     for line in lines:
         assert line["parent"] != line["member"]
         assert 0.8e-3 <= line["ppo.learning_rate"] <= 4.8e-3
@@ -139,6 +153,10 @@ def test_population_based_training_logs_its_lineage(tmp_path):
     assert row["ppo.learning_rate"] == pytest.approx(last["ppo.learning_rate"])
     member = f"member-{last['member']:02d}"
     parents = scalars(tmp_path / member / "train", "pbt/parent")
-    assert parents == [(128, last["parent"])]
+    assert parents[-1] == (256, last["parent"])
     rates = scalars(tmp_path / member / "train", "pbt/learning_rate")
-    assert rates == [(128, pytest.approx(last["ppo.learning_rate"]))]
+    assert rates[-1] == (256, pytest.approx(last["ppo.learning_rate"]))
+    # The final evaluation after the exploit at the end scores the new members again.
+    evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
+    assert [step for step, _ in evaluations] == [128, 256, 256]
+    assert row["eval_return"] == pytest.approx(evaluations[-1][1])
