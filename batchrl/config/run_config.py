@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -11,6 +12,7 @@ from typing import Any
 from batchrl.config import loading
 from batchrl.config.config import Config, ConfigError, check_choice
 from batchrl.config.loading import Sources
+from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
 
 BACKENDS = ("gymnasium", "tensorflow")
@@ -101,6 +103,13 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     runner_cls = runner_class(config)
     if sources is not None:
         _check_inactive_sections(config, sources, top)
+    # First: the checks below read one value per key.
+    check_member_lists(
+        config,
+        _number_keys(config.algorithm.name),
+        algorithm_section(config),
+        getattr(algo_cls, "member_keys", ()),
+    )
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
@@ -111,6 +120,7 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
             "use network.torso='none'."
         )
     _check_population(config)
+    _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
     if check is not None:
@@ -169,6 +179,18 @@ def _extra_sections(algo_name: Any) -> dict[str, dict]:
     if not defaults:
         return {}
     return {_section_of(algo_cls, algo_name): dict(defaults)}
+
+
+@functools.lru_cache(maxsize=8)
+def _number_keys(algo_name: Any) -> tuple[str, ...]:
+    """The dotted keys whose default is a number: a list there is one value per member."""
+    schema = loading.load_config("default", sections=_extra_sections(algo_name)).to_dict()
+    return tuple(
+        f"{section}.{key}"
+        for section, keys in schema.items()
+        for key, default in keys.items()
+        if isinstance(default, (int, float)) and not isinstance(default, bool)
+    )
 
 
 def _moved_keys(config_dir) -> dict[str, str]:
@@ -236,7 +258,9 @@ def check_range(section: Config, prefix: str, ranges: dict[str, Callable | tuple
       ConfigError: naming the first key whose value fails its predicate.
     """
     for key, (predicate, valid) in ranges.items():
-        _require(bool(predicate(section[key])), f"{prefix}.{key}", section[key], valid)
+        value = section[key]  # A tuple gives each member of a population its value.
+        values = value if isinstance(value, tuple) else (value,)
+        _require(all(predicate(x) for x in values), f"{prefix}.{key}", value, valid)
 
 
 def _check_env(env: Config, train: Config) -> None:
@@ -309,12 +333,13 @@ def _check_population(config: Config) -> None:
     _require(population >= 1, "train.population", population, ">= 1")
     if population == 1:
         return
-    _require(
-        config.train.seed + population <= 2**31,
-        "train.seed",
-        config.train.seed,
-        f"at most 2**31 - {population} with train.population={population} (member seeds)",
-    )
+    if not config.train.seeds:
+        _require(
+            config.train.seed + population <= 2**31,
+            "train.seed",
+            config.train.seed,
+            f"at most 2**31 - {population} with train.population={population} (member seeds)",
+        )
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
         "env.backend": (config.env.backend, "tensorflow"),
@@ -332,6 +357,35 @@ def _check_population(config: Config) -> None:
                 f"population needs {key}={valid!r} (PPO with feed-forward networks on "
                 "environments in TensorFlow ops, runner local), or train.population=1."
             )
+
+
+def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
+    """Refuses population-based training settings it cannot run, naming the key."""
+    pbt, train = config.pbt, config.train
+    _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    if not pbt.interval:
+        return
+    _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
+    _require(
+        train.eval_every > 0 and pbt.interval % train.eval_every == 0,
+        "pbt.interval",
+        pbt.interval,
+        f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
+        "latest evaluation)",
+    )
+    _require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
+    for key in pbt.perturb:
+        if key not in keys:
+            raise ConfigError(
+                f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
+                f"population-based training perturbs; valid keys are {list(keys)}."
+            )
+    _require(
+        bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
+        "pbt.factors",
+        list(pbt.factors),
+        "a list of positive numbers",
+    )
 
 
 def _check_network(network: Config) -> None:

@@ -6,6 +6,7 @@ import difflib
 import fnmatch
 import functools
 import importlib
+from collections.abc import Sequence
 
 import gymnasium as gym
 
@@ -192,6 +193,7 @@ def make_in_graph_env(
     backend: str | None = None,
     members: int = 1,
     training: bool = True,
+    offsets: Sequence[int] | None = None,
 ):
     """An in-graph batch of `num_envs` environments for `simulate` (of each member).
 
@@ -204,6 +206,8 @@ def make_in_graph_env(
       members: blocks of `num_envs` environments, one per member of a population; on the
         TensorFlow port block m draws as the batch of seed `seed + m` would.
       training: false for evaluation environments (no episodic life on Atari).
+      offsets: on the TensorFlow port, block m draws as the batch of seed
+        `seed + offsets[m]` would instead (members with listed seeds, `train.seeds`).
 
     Returns:
       An `InGraphEnv` of `members * num_envs` environments; close it when done.
@@ -226,7 +230,7 @@ def make_in_graph_env(
                     "(it has no set_members); train.population > 1 needs a port of "
                     "batchrl.envs (a ClassicControlEnv)."
                 )
-            env.set_members(members)
+            env.set_members(members, offsets)
         return env
     return InGraphBatchEnv(make_batch_env(env_config, total, training=training), seed=seed)
 
