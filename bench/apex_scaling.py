@@ -3,6 +3,9 @@
     python bench/apex_scaling.py                                  # 1, 2, 4, 8 actors, 2 shards
     python bench/apex_scaling.py --actors 1 2 --seconds 5 --warmup 20   # a smoke test
 
+First, as the baseline, single-process DQN on the same environments (`--no-dqn` skips it):
+8 of them stepped in the trainer's process, one learner update per batched step.
+
 The environments are `bench/ray_scaling.py`'s (`bench/ray_envs.py`: every step sleeps
 2 ms, episodes of exactly 50 steps), B=8 per actor stepped one after another in the
 actor's process (`env.processes=false`), so a batched step takes 16 ms and an actor
@@ -21,6 +24,7 @@ Ray is started on this machine for the run (`ray.init(address="local")`).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -71,12 +75,65 @@ def apex_rates(actors: int, shards: int, warmup: int, seconds: float) -> tuple[f
         return (runner.added - added) / elapsed, (runner.version - version) / elapsed
 
 
+def dqn_rates(warmup: int, seconds: float) -> tuple[float, float]:
+    """Single-process DQN on the same 8 sleeping environments (runner local).
+
+    `cartpole_apex_ray`'s DQN settings (n-step 3, prioritized replay, double Q), acting and
+    learning in turn in one graph call: a batched step of the 8 environments, then one
+    update (`dqn.train_freq=1`, `dqn.gradient_steps=1`), as an actor and the learner would
+    if they shared a process.
+    """
+    import tensorflow as tf
+
+    from batchrl.config import load_run_config
+    from batchrl.runners.local import LocalTrainer
+    from batchrl.runners.train import make_algorithm
+
+    config = load_run_config(
+        "cartpole_dqn",
+        [
+            f"env.id={ENV}",
+            "env.num_envs=8",
+            "env.processes=false",
+            "dqn.n_step=3",
+            "dqn.prioritized=true",
+            "dqn.learning_starts=256",
+            "dqn.train_freq=1",
+            "dqn.gradient_steps=1",
+            "train.steps_per_call=20",
+        ],
+    )
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    batch_env = LocalTrainer.make_batch_env(config, seed=0)
+    algo = make_algorithm(config, batch_env, step)
+    trainer = LocalTrainer(config, algo, batch_env)
+
+    def run(until):
+        steps = 0
+        while not until():
+            per_call, _ = trainer.step()
+            step.assign_add(per_call)
+            steps += per_call
+        return steps
+
+    run(lambda: int(algo.optimizer.iterations) >= warmup)
+    updates, start = int(algo.optimizer.iterations), time.perf_counter()
+    steps = run(lambda: time.perf_counter() - start >= seconds)
+    elapsed = time.perf_counter() - start
+    batch_env.close()
+    return steps / elapsed, (int(algo.optimizer.iterations) - updates) / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=int, default=50, help="learner updates")
+    parser.add_argument(
+        "--no-dqn", dest="dqn", action="store_false", help="skip single-process DQN"
+    )
+    parser.add_argument("--json", help="also write the rates to this file")
     args = parser.parse_args()
 
     import ray
@@ -86,11 +143,21 @@ def main() -> None:
     cpus = max(2, math.ceil(0.25 * (max(args.actors) + args.shards)))
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     print(f"start: {load()}, {cpus} Ray CPUs on {os.cpu_count()} cores", flush=True)
+    result = {"seconds": args.seconds, "shards": args.shards, "dqn": None, "apex": []}
     try:
+        if args.dqn:
+            added, updates = dqn_rates(args.warmup, args.seconds)
+            result["dqn"] = {"transitions": added, "updates": updates}
+            print(
+                f"single-process DQN, 8 environments: {added:8.0f} transitions/s, "
+                f"{updates:7.1f} updates/s | {load()}",
+                flush=True,
+            )
         base = None
         for actors in args.actors:
             added, updates = apex_rates(actors, args.shards, args.warmup, args.seconds)
             base = base or (added / actors, updates / actors)
+            result["apex"].append({"actors": actors, "transitions": added, "updates": updates})
             print(
                 f"apex {actors} actors, {args.shards} shards: {added:8.0f} transitions/s "
                 f"({added / (actors * base[0]):.2f} of linear), {updates:7.1f} updates/s "
@@ -99,6 +166,8 @@ def main() -> None:
             )
     finally:
         ray.shutdown()
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

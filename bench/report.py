@@ -21,6 +21,11 @@ average before and after, versions and commit, so that `--write` can assemble th
 - `envs`: steps per second of the environments in TensorFlow ops against Gymnasium's
   vector environments (bench/tf_envs.py), best batch size against best batch size.
 - `random`: Pendulum-v1's return under uniformly random actions, the floor of the scale.
+- `apex` (only when named): Ape-X's transitions per second into its shards at 1 to 8 actors
+  on environments that sleep 2 ms a step, beside single-process DQN on the same ones
+  (bench/apex_scaling.py, about 3 minutes).
+- `minatar` (only when named): MinAtar Breakout after 180 s of training, Ape-X beside DQN
+  and IMPALA, seeds 0 to 2 (bench/minatar_budget.py, about 40 minutes).
 
 Timings are only comparable within a row: run nothing else on the machine meanwhile.
 """
@@ -323,12 +328,67 @@ def markdown_random(result: dict) -> list[str]:
     ]
 
 
+def row_apex(args) -> dict:
+    result = _bench("apex_scaling.py", "--seconds", "20")
+    result["command"] = (
+        "python bench/report.py --rows apex (runs python bench/apex_scaling.py --seconds 20)"
+    )
+    return result
+
+
+def markdown_apex(result: dict) -> list[str]:
+    one, most = result["apex"][0], result["apex"][-1]
+    linear = most["transitions"] / (most["actors"] * one["transitions"] / one["actors"])
+    dqn = result["dqn"]
+    return [
+        f"| Ape-X on Ray, environments that sleep 2 ms a step (8 per actor), "
+        f"{result['shards']} replay shards: transitions into the shards per second at "
+        f"{most['actors']} actors against {one['actors']}, and single-process DQN on the "
+        f"same environments | {most['transitions']:,.0f} against {one['transitions']:,.0f}: "
+        f"**{linear:.2f} of linear**; learner {most['updates']:,.0f} updates/s against "
+        f"{one['updates']:,.0f}; single-process DQN {dqn['transitions']:,.0f} transitions/s, "
+        f"so Ape-X at {most['actors']} actors collects "
+        f"{most['transitions'] / dqn['transitions']:.1f}x as much |"
+    ]
+
+
+def row_minatar(args) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "out.json"
+        command = [sys.executable, str(ROOT / "bench" / "minatar_budget.py"), "--output", str(path)]
+        subprocess.run(command, check=True, timeout=7200, stdout=sys.stderr)
+        result = json.loads(path.read_text())
+    result["command"] = (
+        "python bench/report.py --rows minatar (runs python bench/minatar_budget.py)"
+    )
+    return result
+
+
+def markdown_minatar(result: dict) -> list[str]:
+    parts = []
+    for preset, runs in result["runs"].items():
+        finals = [run["final"] for run in runs]
+        name = preset.replace(":", " with ")
+        parts.append(
+            f"`{name}` {statistics.median(finals):.1f} ({' / '.join(f'{x:.1f}' for x in finals)})"
+        )
+    seeds = len(next(iter(result["runs"].values())))
+    return [
+        f"| MinAtar Breakout after {result['seconds']} s of training per run, final "
+        f"evaluation (32 greedy episodes), median of {seeds} seeds | {'; '.join(parts)} |"
+    ]
+
+
 ROWS = {
     "presets": (row_presets, markdown_presets),
     "sb3": (row_sb3, markdown_sb3),
     "envs": (row_envs, markdown_envs),
     "random": (row_random, markdown_random),
+    "apex": (row_apex, markdown_apex),
+    "minatar": (row_minatar, markdown_minatar),
 }
+# Rows that `--rows` must name: minutes of quiet cores each (minatar about 40).
+LONG_ROWS = ("apex", "minatar")
 
 
 def save(name: str, result: dict) -> None:
@@ -373,7 +433,8 @@ def write(text: str, path: Path) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    default_rows = [name for name in ROWS if name not in LONG_ROWS]
+    parser.add_argument("--rows", nargs="+", default=default_rows, choices=list(ROWS))
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--set", action="append", default=[], help="override for presets")

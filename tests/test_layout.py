@@ -56,6 +56,9 @@ TOOLS = {
     "simulate",
     "episodes",
     "environments",
+    # How `make_env` builds Atari games: Gymnasium's wrappers and TorchBeast's two more.
+    # Not in envs/, whose package loads TensorFlow, which environment workers must not.
+    "atari",
 }
 
 

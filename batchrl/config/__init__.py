@@ -3,8 +3,10 @@
 `config.py` holds the object and its errors; `schema.py` checks a tree of values against
 `batchrl/configs/default.yaml`, where a key's type is its default's; `loading.py` builds a
 config from a preset chain and `dotted.key=value` overrides and writes a run's resolved
-config atomically; `registry.py` names algorithms, runners, networks and environment
-families by 'package.module:Name' strings, so that nothing here imports them;
+config atomically; `members.py` reads a population's member seeds and per-member lists
+of settings and turns `--sweep`s into one population; `registry.py` names algorithms,
+runners, networks and environment families by 'package.module:Name' strings, so that
+nothing here imports them;
 `run_config.py` loads the config of a whole run and checks it against the algorithm's and
 runner's sections, the environments and the networks (the one module here that calls
 into `batchrl.tools` and `batchrl.networks`, inside its checks). The YAML presets
@@ -21,6 +23,13 @@ from batchrl.config.loading import (
     peek_resolved,
     preset_path,
     save_config,
+)
+from batchrl.config.members import (
+    check_member_lists,
+    member_offsets,
+    member_seeds,
+    member_settings,
+    sweep_overrides,
 )
 from batchrl.config.registry import (
     ALGORITHMS,
@@ -56,6 +65,7 @@ __all__ = [
     "algorithm_class",
     "algorithm_section",
     "check_choice",
+    "check_member_lists",
     "check_range",
     "check_run_config",
     "default_config_dir",
@@ -64,9 +74,13 @@ __all__ = [
     "load_resolved_config",
     "load_run_config",
     "load_saved_run_config",
+    "member_offsets",
+    "member_seeds",
+    "member_settings",
     "peek",
     "peek_resolved",
     "preset_path",
     "runner_class",
     "save_config",
+    "sweep_overrides",
 ]

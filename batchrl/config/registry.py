@@ -139,14 +139,20 @@ ENVIRONMENTS = Registry(
     },
 )
 # Families of Gymnasium environments whose ids exist only once a function has run
-# (Gymnasium 1.x loads no plugins by entry point): the start of their ids ->
-# 'package.module:function' that registers them. `make_env` and the config checks call
-# it the first time an id that starts so is asked for; register your own family here.
+# (Gymnasium 1.x loads no plugins by entry point): the start of their ids, or a pattern
+# with '*' (fnmatch), -> 'package.module:function' that registers them. `make_env` and
+# the config checks call it the first time an id that matches is asked for; register
+# your own family here.
 GYMNASIUM_FAMILIES = Registry(
     "Gymnasium environment family",
     "env.id",
     {
         "MinAtar/": "minatar.gym:register_envs",
         "batchrl/Routing-": "batchrl.envs.routing:register_gym_ids",
+        # ale-py's Atari games: ALE/Pong-v5 (sticky actions) and the v4 NoFrameskip ids
+        # that TorchBeast trains on; importing ale-py registers them all.
+        "ALE/": "batchrl.tools.atari:register_envs",
+        "*NoFrameskip-v4": "batchrl.tools.atari:register_envs",
+        "*NoFrameskip-v0": "batchrl.tools.atari:register_envs",
     },
 )

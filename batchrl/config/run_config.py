@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -11,6 +12,7 @@ from typing import Any
 from batchrl.config import loading
 from batchrl.config.config import Config, ConfigError, check_choice
 from batchrl.config.loading import Sources
+from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
 
 BACKENDS = ("gymnasium", "tensorflow")
@@ -101,10 +103,24 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     runner_cls = runner_class(config)
     if sources is not None:
         _check_inactive_sections(config, sources, top)
+    # First: the checks below read one value per key.
+    check_member_lists(
+        config,
+        _number_keys(config.algorithm.name),
+        algorithm_section(config),
+        getattr(algo_cls, "member_keys", ()),
+    )
     _check_env(config.env, config.train)
     _check_train(config.train)
     _check_network(config.network)
+    if config.network.torso != "none" and config.algorithm.name != "impala":
+        raise ConfigError(
+            f"network.torso={config.network.torso!r} is built by IMPALA only "
+            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
+            "use network.torso='none'."
+        )
     _check_population(config)
+    _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
     if check is not None:
@@ -163,6 +179,18 @@ def _extra_sections(algo_name: Any) -> dict[str, dict]:
     if not defaults:
         return {}
     return {_section_of(algo_cls, algo_name): dict(defaults)}
+
+
+@functools.lru_cache(maxsize=8)
+def _number_keys(algo_name: Any) -> tuple[str, ...]:
+    """The dotted keys whose default is a number: a list there is one value per member."""
+    schema = loading.load_config("default", sections=_extra_sections(algo_name)).to_dict()
+    return tuple(
+        f"{section}.{key}"
+        for section, keys in schema.items()
+        for key, default in keys.items()
+        if isinstance(default, (int, float)) and not isinstance(default, bool)
+    )
 
 
 def _moved_keys(config_dir) -> dict[str, str]:
@@ -230,7 +258,9 @@ def check_range(section: Config, prefix: str, ranges: dict[str, Callable | tuple
       ConfigError: naming the first key whose value fails its predicate.
     """
     for key, (predicate, valid) in ranges.items():
-        _require(bool(predicate(section[key])), f"{prefix}.{key}", section[key], valid)
+        value = section[key]  # A tuple gives each member of a population its value.
+        values = value if isinstance(value, tuple) else (value,)
+        _require(all(predicate(x) for x in values), f"{prefix}.{key}", value, valid)
 
 
 def _check_env(env: Config, train: Config) -> None:
@@ -247,6 +277,7 @@ def _check_env(env: Config, train: Config) -> None:
             check_env_id(env.id)
     else:
         check_env_id(env.id)
+        _check_atari(env)
         if train.jit_compile:
             raise ConfigError(
                 "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
@@ -262,6 +293,32 @@ def _check_env(env: Config, train: Config) -> None:
             f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
             f"train.jit_compile={train.jit_compile})."
         )
+
+
+def _check_atari(env: Config) -> None:
+    """The keys only Atari games read: refused for other environments, ranges checked."""
+    from batchrl.tools.atari import is_atari
+
+    sticky = env.repeat_action_probability
+    if not is_atari(env.id.rpartition(":")[2]):
+        for key, unset in (
+            ("repeat_action_probability", None),
+            ("full_action_space", False),
+            ("episodic_life", False),
+        ):
+            if env[key] != unset:
+                raise ConfigError(
+                    f"env.{key}={env[key]!r} is read by Atari games (ale-py ids such as "
+                    f"PongNoFrameskip-v4) only, and env.id={env.id!r} is not one; remove it."
+                )
+        return
+    _require(
+        sticky is None
+        or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool) and 0 <= sticky <= 1),
+        "env.repeat_action_probability",
+        sticky,
+        "~ (the id's own) or a probability in [0, 1]",
+    )
 
 
 MIXED_ROUTING = "batchrl/Routing-v0"
@@ -303,12 +360,13 @@ def _check_population(config: Config) -> None:
     _require(population >= 1, "train.population", population, ">= 1")
     if population == 1:
         return
-    _require(
-        config.train.seed + population <= 2**31,
-        "train.seed",
-        config.train.seed,
-        f"at most 2**31 - {population} with train.population={population} (member seeds)",
-    )
+    if not config.train.seeds:
+        _require(
+            config.train.seed + population <= 2**31,
+            "train.seed",
+            config.train.seed,
+            f"at most 2**31 - {population} with train.population={population} (member seeds)",
+        )
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
         "env.backend": (config.env.backend, "tensorflow"),
@@ -328,6 +386,35 @@ def _check_population(config: Config) -> None:
             )
 
 
+def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
+    """Refuses population-based training settings it cannot run, naming the key."""
+    pbt, train = config.pbt, config.train
+    _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    if not pbt.interval:
+        return
+    _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
+    _require(
+        train.eval_every > 0 and pbt.interval % train.eval_every == 0,
+        "pbt.interval",
+        pbt.interval,
+        f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
+        "latest evaluation)",
+    )
+    _require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
+    for key in pbt.perturb:
+        if key not in keys:
+            raise ConfigError(
+                f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
+                f"population-based training perturbs; valid keys are {list(keys)}."
+            )
+    _require(
+        bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
+        "pbt.factors",
+        list(pbt.factors),
+        "a list of positive numbers",
+    )
+
+
 def _check_network(network: Config) -> None:
     from batchrl.networks.mlp import ACTIVATIONS
 
@@ -341,3 +428,9 @@ def _check_network(network: Config) -> None:
             "a list of positive sizes",
         )
     _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
+    check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
+    if network.torso != "none" and network.conv_filters:
+        raise ConfigError(
+            f"network.torso={network.torso!r} brings its own convolutions; set "
+            f"network.conv_filters=[] (got {list(network.conv_filters)})."
+        )

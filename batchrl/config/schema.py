@@ -75,12 +75,19 @@ def _element_default(default: list) -> Any:
     return default[0]
 
 
-def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
-    """Returns `value` converted to the type of `default`, or raises ConfigError."""
+def _check_value(dotted: str, value: Any, default: Any, origin: str, lists: bool = True) -> Any:
+    """Returns `value` converted to the type of `default`, or raises ConfigError.
+
+    With `lists`, a number key also takes a list of numbers (one per member of a
+    population); elements of lists take none.
+    """
     if isinstance(default, list):
         if isinstance(value, (list, tuple)):
             element = _element_default(default) if default else None
-            return [_check_value(f"{dotted}[{i}]", x, element, origin) for i, x in enumerate(value)]
+            return [
+                _check_value(f"{dotted}[{i}]", x, element, origin, lists=False)
+                for i, x in enumerate(value)
+            ]
         expected = f"list of {_expected(_element_default(default))}" if default else "list"
     elif default is None:
         if value is None or isinstance(value, _SCALARS):
@@ -90,6 +97,12 @@ def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
         if isinstance(value, bool):
             return value
         expected = "bool (true or false)"
+    elif lists and _is_number(default) and isinstance(value, (list, tuple)) and value:
+        # One value for each member of a population; `check_member_lists` decides where.
+        return [
+            _check_value(f"{dotted}[{i}]", x, default, origin, lists=False)
+            for i, x in enumerate(value)
+        ]
     elif isinstance(default, float):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -101,6 +114,10 @@ def _check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
     raise ConfigError(
         f"{origin}: {dotted} = {value!r} has type {_kind(value)}, expected {expected}."
     )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _expected(default: Any) -> str:

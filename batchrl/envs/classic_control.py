@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 import gymnasium as gym
 import tensorflow as tf
@@ -65,6 +66,7 @@ class ClassicControlEnv(InGraphEnv):
             raise ValueError(f"seed must be in [0, 2**31), got {seed}.")
         self._seed = Untracked({"seed": tf.Variable(int(seed), trainable=False, name="seed")})
         self.members = 1  # Blocks of environments with seeds seed, seed + 1, ...
+        self._offsets = None  # Or block m's seed less `seed`, if not m.
         self.max_episode_steps = int(max_episode_steps)
         self.state = tf.Variable(tf.zeros([batch_size, state_size], tf.float32), trainable=False)
         self.elapsed = tf.Variable(tf.zeros([batch_size], tf.int32), trainable=False)
@@ -86,18 +88,26 @@ class ClassicControlEnv(InGraphEnv):
         self._seed.variables["seed"].assign(int(seed))
         self.episodes.assign(tf.zeros_like(self.episodes))
 
-    def set_members(self, members: int) -> None:
+    def set_members(self, members: int, offsets: Sequence[int] | None = None) -> None:
         """Splits the batch into `members` blocks whose streams are seeded seed, seed + 1, ...
 
         Call it before the first reset (before tracing); `seed` then stays the first
         block's seed, and setting it moves every block's.
 
+        Args:
+          members: the number of blocks M.
+          offsets: block m's streams are seeded `seed + offsets[m]` (default m), for
+            members whose seeds are listed (`train.seeds`).
+
         Raises:
-          ValueError: `members` does not divide the batch size.
+          ValueError: `members` does not divide the batch size, or `offsets` are not M.
         """
         if members < 1 or len(self) % members:
             raise ValueError(f"{members} members cannot split a batch of {len(self)}.")
+        if offsets is not None and len(offsets) != members:
+            raise ValueError(f"{len(offsets)} seed offsets for {members} members.")
         self.members = int(members)
+        self._offsets = None if offsets is None else [int(x) for x in offsets]
 
     def set_state(self, state: tf.Tensor, indices: tf.Tensor | None = None) -> None:
         """Overwrites the physical state of the environments at `indices` (all when None).
@@ -149,11 +159,16 @@ class ClassicControlEnv(InGraphEnv):
         # cartpole_tf (docs/lab-log.md, 2026-11-25, commit bc49931).
         seed = tf.cast(self._seed.variables["seed"], tf.uint64)
         per_member = len(self) // self.members
+        offsets = None  # uint64 arithmetic wraps: seed + (2**64 - k) is seed - k.
+        if self._offsets is not None:
+            offsets = tf.cast(tf.constant(self._offsets, tf.int64), tf.uint64)  # [M]
 
         def draw(index_and_episode):
             index, episode = index_and_episode[0], index_and_episode[1]
             # Environment i of the batch is environment i mod B/M of member i // (B/M).
             member = tf.cast(index // per_member, tf.uint64)
+            if offsets is not None:
+                member = tf.gather(offsets, index // per_member)
             stream = tf.cast(index % per_member, tf.uint64) * 2**32 + tf.cast(episode, tf.uint64)
             key = tf.reshape(seed + member, [1])
             counter = tf.stack([tf.constant(0, tf.uint64), stream])

@@ -1,4 +1,4 @@
-"""Networks as `tf.Module`s: MLPs, recurrent cells, policy heads, and their factory.
+"""Networks as `tf.Module`s: MLPs, Atari ConvNets, recurrent cells, heads, their factory.
 
 Also the graph network for routing and the batched-parameter networks an ES population
 evaluates in one product per layer. Networks build their variables on first call and
@@ -6,9 +6,10 @@ know nothing of environments, algorithms or runners: the graph network reads gra
 their features, which an environment's `GraphFeatures` makes of its observations.
 """
 
-from batchrl.networks.factory import is_recurrent, make_network
+from batchrl.networks.convnets import ImpalaResNet, NatureConvNet
+from batchrl.networks.factory import is_recurrent, make_network, make_torso
 from batchrl.networks.heads import PolicyHead
-from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, batch_apply
+from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, as_float, batch_apply
 from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
 from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
 
@@ -17,13 +18,17 @@ __all__ = [
     "MLP",
     "Conv2D",
     "GRUCell",
+    "ImpalaResNet",
     "LSTMCell",
     "Linear",
+    "NatureConvNet",
     "PolicyHead",
     "RecurrentNetwork",
+    "as_float",
     "batch_apply",
     "is_recurrent",
     "make_network",
+    "make_torso",
     "PopulationMLP",
     "PopulationNetwork",
     "action_size",

@@ -8,14 +8,37 @@ import tensorflow as tf
 
 from batchrl.config import ConfigError
 from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
+from batchrl.networks.convnets import TORSOS
 from batchrl.networks.mlp import MLP
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import RecurrentNetwork
 
 
+def make_torso(network) -> tf.Module | None:
+    """The image torso `network.torso` names: 'shallow' (Nature ConvNet), 'deep' (IMPALA's
+    ResNet), or None for 'none' (the dense layers read the input, after any
+    `network.conv_filters` convolutions)."""
+    torso = network.get("torso", "none")
+    if torso == "none":
+        return None
+    if torso not in TORSOS:
+        raise ConfigError(
+            f"Unknown network.torso={torso!r}; valid choices are {['none', *sorted(TORSOS)]}."
+        )
+    return TORSOS[torso]()
+
+
 def make_feedforward(network, layers: Sequence[int], output: int, output_gain: float, name: str):
-    """An `MLP` (after `network.conv_filters` convolutions, if any)."""
-    return MLP(layers, output, network.activation, output_gain, name, network.conv_filters)
+    """An `MLP` (after `network.conv_filters` convolutions or `network.torso`, if any)."""
+    return MLP(
+        layers,
+        output,
+        network.activation,
+        output_gain,
+        name,
+        network.conv_filters,
+        torso=make_torso(network),
+    )
 
 
 def make_recurrent(network, layers: Sequence[int], output: int, output_gain: float, name: str):

@@ -10,6 +10,17 @@ import tensorflow as tf
 ACTIVATIONS = {"tanh": tf.tanh, "relu": tf.nn.relu, "elu": tf.nn.elu}
 
 
+def as_float(x) -> tf.Tensor:
+    """Observations as float32: uint8 frames scaled to [0, 1] (x / 255), others cast.
+
+    Frames stay uint8 up to the network; this is where they become floats.
+    """
+    x = tf.convert_to_tensor(x)
+    if x.dtype == tf.uint8:
+        return tf.cast(x, tf.float32) / 255.0
+    return x if x.dtype.is_floating else tf.cast(x, tf.float32)
+
+
 class Linear(tf.Module):
     """y = x W + b with an orthogonal initialization of W scaled by `gain`."""
 
@@ -30,11 +41,24 @@ class Linear(tf.Module):
 
 
 class Conv2D(tf.Module):
-    """A 3x3 convolution with stride 1 and no padding: [N, H, W, C] -> [N, H-2, W-2, F]."""
+    """A square convolution with an orthogonal initialization: [N, H, W, C] -> [N, H', W', F].
 
-    def __init__(self, filters: int, gain: float = 1.0, name: str | None = None):
+    By default 3x3, stride 1, no padding ([N, H-2, W-2, F]), as the MinAtar ConvNet; the
+    Atari torsos (`batchrl.networks.convnets`) set the kernel, stride and padding.
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        gain: float = 1.0,
+        name: str | None = None,
+        *,
+        kernel: int = 3,
+        stride: int = 1,
+        padding: str = "VALID",
+    ):
         super().__init__(name=name)
-        self._filters = filters
+        self._filters, self._kernel, self._stride, self._padding = filters, kernel, stride, padding
         self._gain = gain
         self.w = None
         self.b = None
@@ -43,9 +67,10 @@ class Conv2D(tf.Module):
     def __call__(self, x):
         if self.w is None:
             init = tf.initializers.Orthogonal(gain=self._gain)
-            self.w = tf.Variable(init([3, 3, x.shape[-1], self._filters]), name="w")
+            shape = [self._kernel, self._kernel, x.shape[-1], self._filters]
+            self.w = tf.Variable(init(shape), name="w")
             self.b = tf.Variable(tf.zeros([self._filters]), name="b")
-        return tf.nn.conv2d(x, self.w, strides=1, padding="VALID") + self.b
+        return tf.nn.conv2d(x, self.w, strides=self._stride, padding=self._padding) + self.b
 
 
 class MLP(tf.Module):
@@ -53,7 +78,9 @@ class MLP(tf.Module):
 
     Inputs are [N, O] vectors, or [N, H, W, C] images when `conv_filters` is given (for
     MinAtar, whose baseline network is one such layer of 16 filters before 128 units).
-    Anything after the convolutions is flattened before the dense layers.
+    Anything after the convolutions is flattened before the dense layers. A `torso`
+    module (the Atari ConvNets of `batchrl.networks.convnets`) may stand in for the
+    convolutions. uint8 inputs (frames) are scaled to [0, 1] first (`as_float`).
     """
 
     def __init__(
@@ -64,8 +91,12 @@ class MLP(tf.Module):
         output_gain: float = 1.0,
         name: str | None = None,
         conv_filters: Sequence[int] = (),
+        torso: tf.Module | None = None,
     ):
         super().__init__(name=name)
+        if torso is not None and conv_filters:
+            raise ValueError(f"Give conv_filters {list(conv_filters)} or a torso, not both.")
+        self.torso = torso
         if activation not in ACTIVATIONS:
             raise ValueError(
                 f"Unknown activation {activation!r}; valid choices are {sorted(ACTIVATIONS)}."
@@ -77,7 +108,9 @@ class MLP(tf.Module):
 
     @tf.Module.with_name_scope
     def __call__(self, x):
-        x = tf.convert_to_tensor(x)
+        x = as_float(x)
+        if self.torso is not None:
+            x = self.torso(x)  # [N, features]
         if self.conv and x.shape.rank != 4:
             raise ValueError(
                 f"Convolutions need image observations [N, H, W, C], got shape {x.shape}."

@@ -5,7 +5,8 @@ permutations in the graph, Adam with its state in plain variables, learning-rate
 schedules, scalar summaries with exact tags, and variables a checkpoint does not track.
 Each is small and knows nothing of environments, batching or the train loop; a concept
 that needs several modules (replay buffers, populations) gets a folder of its own.
-`optimizers` is imported by name (`from batchrl.parts import optimizers`): it loads Keras.
+`optimizers` is imported by name (`from batchrl.parts import optimizers`): it loads Keras;
+so is `pbt`, population-based training's exploit and explore steps.
 """
 
 from batchrl.parts import summary

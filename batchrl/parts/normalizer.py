@@ -39,7 +39,7 @@ class StreamingNormalizer(tf.Module):
         shape: Sequence[int] | tf.TensorShape = (),
         center: bool = True,
         scale: bool = True,
-        clip: float | None = 10.0,
+        clip: float | tf.Tensor | None = 10.0,
         epsilon: float = 1e-8,
         name: str | None = None,
     ):
@@ -49,7 +49,9 @@ class StreamingNormalizer(tf.Module):
           shape: Shape of one value; () for scalars such as rewards.
           center: Subtract the running mean in `normalize`.
           scale: Divide by the running standard deviation in `normalize`.
-          clip: Clip normalized values to [-clip, clip]; None or 0 turns it off.
+          clip: Clip normalized values to [-clip, clip]; None or 0 turns it off. A float32
+            tensor broadcastable to the values' shape clips each row to its own bound
+            (a population's members: [M, 1] for values [N, M, O]; inf: no clipping).
           epsilon: Added to the standard deviation before dividing by it.
           name: Name of the module.
         """
@@ -111,20 +113,49 @@ class StreamingNormalizer(tf.Module):
         where `center` and `scale` choose which of the two operations apply.
 
         Args:
-          value: [..., *shape] values of any float dtype.
+          value: [..., *shape] values of any float dtype, or integers (frames of uint8),
+            which become float32.
 
         Returns:
-          Normalized values of the shape and dtype of `value`.
+          Normalized values of the shape and (float) dtype of `value`.
         """
         value = tf.convert_to_tensor(value)
+        if not value.dtype.is_floating:
+            value = tf.cast(value, tf.float32)
         dtype = value.dtype
         if self._center:
             value -= tf.cast(self.mean, dtype)
         if self._scale:
             value /= tf.cast(self.std + self._epsilon, dtype)
-        if self._clip:
+        if isinstance(self._clip, tf.Tensor) or self._clip:
             value = tf.clip_by_value(value, -self._clip, self._clip)
         return value
+
+    def select(self, rows: list[int]) -> StreamingNormalizer:
+        """A copy holding the statistics of `rows` of the leading axis, e.g. one member's.
+
+        For statistics of shape [M, ...] (one per member of a population), the copy has
+        shape [len(rows), ...] and normalizes exactly as this one does those rows; a
+        clip tensor of bounds per row is selected too.
+        """
+        clip = self._clip
+        if isinstance(clip, tf.Tensor) and clip.shape.rank:
+            clip = tf.gather(clip, rows)
+        copy = StreamingNormalizer(
+            [len(rows), *self._shape[1:]], self._center, self._scale, clip, self._epsilon
+        )
+        copy._count.assign(self._count)
+        copy._mean.assign(tf.gather(self._mean, rows))
+        copy._m2.assign(tf.gather(self._m2, rows))
+        return copy
+
+    def copy_rows(self, source: tf.Tensor) -> None:
+        """Row m of the leading axis takes the statistics of row `source[m]` ([M] ints).
+
+        For a population's members (population-based training); the count is shared.
+        """
+        self._mean.assign(tf.gather(self._mean, source))
+        self._m2.assign(tf.gather(self._m2, source))
 
     def summary(self, step: int | tf.Tensor | None = None) -> None:
         """Writes the mean and std to the default `tf.summary` writer, if there is one.
@@ -158,8 +189,8 @@ class RewardScaler(tf.Module):
     def __init__(
         self,
         batch_size: int,
-        discount: float,
-        clip: float | None = 10.0,
+        discount: float | tf.Tensor,
+        clip: float | tf.Tensor | None = 10.0,
         name: str | None = None,
         shape: Sequence[int] = (),
     ):
@@ -167,8 +198,10 @@ class RewardScaler(tf.Module):
 
         Args:
           batch_size: the number of agents B.
-          discount: the discount of the return whose spread scales the rewards.
-          clip: clip scaled rewards to [-clip, clip]; None or 0 turns it off.
+          discount: the discount of the return whose spread scales the rewards; or
+            discounts [*shape], one for each of a population's members.
+          clip: clip scaled rewards to [-clip, clip]; None or 0 turns it off; or bounds
+            [*shape] (see `StreamingNormalizer`).
           name: name of the module.
           shape: the shape of each agent's reward; [M] gives M separate statistics, one
             for each member of a population, whose agent i is then a row of M agents.

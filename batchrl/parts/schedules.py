@@ -8,7 +8,11 @@ SCHEDULES = ("constant", "linear")
 
 
 def learning_rate(
-    rate: float, schedule: str, step: tf.Variable | None, total_steps: int, final: float = 0.0
+    rate: float | tuple[float, ...],
+    schedule: str,
+    step: tf.Variable | None,
+    total_steps: int,
+    final: float = 0.0,
 ) -> tf.Tensor:
     """The learning rate at step `step`.
 
@@ -17,7 +21,7 @@ def learning_rate(
                   (from rate to final at total_steps, final after)
 
     Args:
-      rate: the initial rate.
+      rate: the initial rate; or rates, one for each member of a population.
       schedule: 'constant' or 'linear'.
       step: int variable counting steps (PPO and IMPALA: environment steps; ES:
         generations); None keeps the rate constant.
@@ -26,7 +30,7 @@ def learning_rate(
       final: the rate at and after `total_steps` (0: to zero at the end of the run).
 
     Returns:
-      The rate, a float32 scalar.
+      The rate, a float32 scalar (or [M] for rates).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"Unknown schedule {schedule!r}; valid choices are {list(SCHEDULES)}.")

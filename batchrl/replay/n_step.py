@@ -199,6 +199,44 @@ class NStep(tf.Module):
         valid = tf.fill([self.batch_size], pushes >= self.n - 1)  # [B]
         return valid, transition
 
+    def push_block(
+        self,
+        observ: Any,
+        action: Any,
+        reward: tf.Tensor,
+        terminated: tf.Tensor,
+        truncated: tf.Tensor,
+        next_observ: Any,
+    ) -> dict[str, Any]:
+        """`push`es T steps [T, B, ...] in order; returns the real transitions among them.
+
+        For an actor that collects a block of steps and sends it on: one graph call a
+        block instead of one a step. T must be static (a trace per block length). Each
+        push reads and writes the window's variables, so a `tf.function` runs them in
+        program order (its automatic control dependencies on those resources); eagerly
+        they run in order anyway.
+
+        Returns:
+          {"observ", "action", "reward", "discount", "next_observ"}, each [K, ...]: the
+          transitions of the T pushes that were valid, push after push, agent after agent
+          (K = T * B once n - 1 steps were pushed before the block).
+        """
+        valid, transitions = [], []
+        for t in range(reward.shape[0]):
+            finished, transition = self.push(
+                *(tf.nest.map_structure(lambda x, t=t: x[t], value) for value in (observ, action)),
+                reward[t],
+                terminated[t],
+                truncated[t],
+                tf.nest.map_structure(lambda x, t=t: x[t], next_observ),
+            )
+            valid.append(finished)
+            transitions.append(transition)
+        valid = tf.concat(valid, 0)  # [T * B]
+        return tf.nest.map_structure(
+            lambda *parts: tf.boolean_mask(tf.concat(parts, 0), valid), *transitions
+        )
+
 
 def _bools(rows: list[int], name: str) -> tf.Variable:
     return tf.Variable(tf.zeros(rows, tf.bool), trainable=False, name=name)

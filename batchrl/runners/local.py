@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
+from batchrl.config.members import member_offsets
 from batchrl.core import Algorithm, Trainer
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.simulate import needs_autograph, simulate
@@ -27,7 +28,9 @@ class LocalTrainer(Trainer):
     def make_batch_env(cls, config, seed: int):
         """The training environments: `env.num_envs` of them (of each member), in the graph."""
         members = config.train.population
-        return make_in_graph_env(config.env, config.env.num_envs, seed, members=members)
+        offsets = member_offsets(config.train) if config.train.seeds else None
+        num_envs = config.env.num_envs
+        return make_in_graph_env(config.env, num_envs, seed, members=members, offsets=offsets)
 
     def __init__(self, config, algo: Algorithm, batch_env, seed: int = 0):
         del seed  # The environments and the algorithm hold their random streams.

@@ -12,10 +12,11 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from batchrl.config import ConfigError
+from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import algorithm_section, check_range
 from batchrl.core import Learner, Trainer
 from batchrl.parts import summary
+from batchrl.runners.dynamic_batching import DynamicBatcher
 from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate, episode_stats
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
@@ -106,6 +107,27 @@ class Actor:
                 self.batch_env.close()
 
 
+class _BatchedPolicy:
+    """An actor's policy whose actions come from the shared `DynamicBatcher`.
+
+    Sampling goes through the batcher (one forward pass for whichever actors wait); the
+    actor's own copy keeps loading the weights and completes its unrolls
+    (`finish_unroll` keeps per-actor state, such as IMPALA's running returns).
+    """
+
+    def __init__(self, own, batcher: DynamicBatcher):
+        self._own, self._batcher = own, batcher
+
+    def __call__(self, observ):
+        return self._batcher(np.asarray(observ))
+
+    def load(self, weights) -> None:
+        self._own.load(weights)
+
+    def finish_unroll(self, arrays: dict) -> dict:
+        return self._own.finish_unroll(arrays)
+
+
 class ActorLearner:
     """TorchBeast's actor-learner loop on one machine: actor threads, a queue, a learner.
 
@@ -117,6 +139,14 @@ class ActorLearner:
     weights (`learner.behaviour_variables()`), which actors load before their next
     unroll. The policy lag of an unroll is the learner version at its update minus the
     version that acted.
+
+    With `inference='dynamic'` the actors do not run their policy copies: their requests
+    go to one `DynamicBatcher`, whose thread samples for up to `max_batch` actors at a
+    time (or whoever waits after `batch_timeout` seconds) with a shared copy that loads
+    the newest weights before each batch (TorchBeast's dynamic batching). A step's
+    outputs are then those of the newest weights, which V-trace's importance weights
+    read; for Gaussian policies the unroll's `behaviour_log_std` is the actor copy's, of
+    the weights at the unroll's start.
 
     An actor that fails (an environment raised, or its worker died) is logged and
     replaced by a new one with fresh environments, up to `max_actor_restarts` times in
@@ -139,6 +169,9 @@ class ActorLearner:
         max_actor_restarts: int = 10,
         seed: int = 0,
         unroll_timeout: float = 120.0,
+        inference: str = "actor",
+        max_batch: int = 0,
+        batch_timeout: float = 0.005,
     ):
         """Creates the queue and the actors; `start` (or entering the context) runs them.
 
@@ -153,6 +186,10 @@ class ActorLearner:
           seed: actor i's environments and samples start from `seed + 1000 * i` (and a
             further offset per restart).
           unroll_timeout: seconds `update` waits for one unroll before it raises.
+          inference: 'actor' (each actor samples with its copy) or 'dynamic' (one
+            `DynamicBatcher` samples for the actors that wait).
+          max_batch: with 'dynamic', the most actors one forward pass serves; 0: all.
+          batch_timeout: with 'dynamic', seconds the batcher waits for more actors.
         """
         self._make_env = make_env
         self._learner = learner
@@ -167,6 +204,22 @@ class ActorLearner:
         self._learn = tf.function(learner.learn)
         self.version = 0
         self.restarts = 0
+        self.batcher = None
+        if inference == "dynamic":
+            shared = learner.make_behaviour_policy(seed + 999_999)
+            loaded = [None]  # The version of the weights in `shared`.
+
+            def sample(observ):
+                version, values = self._weights.latest()
+                if version != loaded[0]:
+                    shared.load(values)
+                    loaded[0] = version
+                return shared(observ)
+
+            batch = max_batch or num_actors
+            self.batcher = DynamicBatcher(sample, batch, batch_timeout, "inference batcher")
+        elif inference != "actor":
+            raise ValueError(f"inference={inference!r}: 'actor' or 'dynamic'.")
         self.actors = [self._make_actor(index) for index in range(num_actors)]
 
     def __enter__(self) -> ActorLearner:
@@ -210,12 +263,16 @@ class ActorLearner:
     def close(self) -> None:
         """Stops the actors and closes their environments; returns within seconds."""
         self._stop.set()
+        if self.batcher is not None:  # Actors waiting on it raise, and stop.
+            self.batcher.close()
         for actor in self.actors:
             actor.join(_JOIN_TIMEOUT)
 
     def _make_actor(self, index: int) -> Actor:
         seed = self._seed + 1000 * index + 100_000 * self.restarts
         policy = self._learner.make_behaviour_policy(seed)
+        if self.batcher is not None:
+            policy = _BatchedPolicy(policy, self.batcher)
         return Actor(
             index,
             self._make_env,
@@ -295,8 +352,11 @@ class ThreadsTrainer(Trainer):
                 "learner_batch": (lambda x: x >= 1, ">= 1"),
                 "queue_size": (lambda x: x >= 1, ">= 1"),
                 "max_actor_restarts": (lambda x: x >= 0, ">= 0"),
+                "inference_batch": (lambda x: x >= 0, ">= 0 (0: all actors)"),
+                "inference_timeout": (lambda x: x >= 0, ">= 0 seconds"),
             },
         )
+        check_choice("threads.inference", config.threads.inference, ("actor", "dynamic"))
         name = config.algorithm.name
         if getattr(algo_cls, "make_behaviour_policy", None) in (
             None,
@@ -337,6 +397,9 @@ class ThreadsTrainer(Trainer):
             queue_size=threads.queue_size,
             max_actor_restarts=threads.max_actor_restarts,
             seed=seed,
+            inference=threads.inference,
+            max_batch=threads.inference_batch,
+            batch_timeout=threads.inference_timeout,
         )
         self._runner.start()
 

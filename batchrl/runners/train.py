@@ -9,6 +9,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from batchrl.config import Config, ConfigError, peek, save_config
+from batchrl.config.members import member_offsets, member_settings
 from batchrl.config.run_config import (
     algorithm_class,
     algorithm_section,
@@ -23,14 +24,17 @@ from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.train_loop import Progress, run
 
 # Sections that shape the model; a resumed run must keep them as they were.
-_FIXED_SECTIONS = ("env", "algorithm", "network")
+_FIXED_SECTIONS = ("env", "algorithm", "network", "pbt")
 
 
 def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
     """The algorithm `algorithm.name` names, built for `batch_env` as training builds it.
 
-    With `train.population` > 1, a `PopulationPPO` of that many members.
+    With `train.population` > 1, a `PopulationPPO` of that many members. A runner may
+    change what the algorithm is built with (`algorithm_config`: Ape-X's learner keeps no
+    replay of its own).
     """
+    config = getattr(runner_class(config), "algorithm_config", lambda config: config)(config)
     if config.train.population > 1:
         from batchrl.algorithms.ppo import PopulationPPO
 
@@ -80,13 +84,18 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         eval_backend = "gymnasium" if env.eval_on_gymnasium else env.backend
         batch_env = make_batch_env(config, cfg.seed)
         members = cfg.population  # Each evaluates in env.eval_envs of its own.
+        offsets = member_offsets(cfg) if cfg.seeds else None
         eval_seed = cfg.seed + 10**6
-        eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, eval_backend, members)
+        eval_env = make_in_graph_env(
+            env, env.eval_envs, eval_seed, eval_backend, members, training=False, offsets=offsets
+        )
         if env.backend == "tensorflow" and env.eval_on_gymnasium and cfg.jit_compile:
             # Evaluations during training on the port (one XLA program a round with
             # train.eval_jit_compile); the final one on Gymnasium's environment.
             final_eval_env = eval_env
-            eval_env = make_in_graph_env(env, env.eval_envs, eval_seed, env.backend, members)
+            eval_env = make_in_graph_env(
+                env, env.eval_envs, eval_seed, env.backend, members, training=False, offsets=offsets
+            )
         algo = make_algorithm(config, batch_env, step)
         tracked = {"step": step, "algo": algo}
         if _holds_its_state(batch_env):  # Environments in TensorFlow ops resume exactly.
@@ -119,8 +128,21 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
                 f"{type(algo).__name__} is not a batchrl.core.Policy: no evaluation, no export.",
                 final=True,
             )
+        members = None
+        if cfg.population > 1:
+            members = member_settings(config, algorithm_section(config))
         return run(
-            trainer, policy, eval_env, step, checkpoints, logdir, cfg, progress, final_eval_env
+            trainer,
+            policy,
+            eval_env,
+            step,
+            checkpoints,
+            logdir,
+            cfg,
+            progress,
+            final_eval_env,
+            members,
+            config.pbt if config.pbt.interval else None,
         )
     finally:
         if trainer is not None:

@@ -33,12 +33,15 @@ class UnrollCollector:
 
     Environments are reset as their episodes end; the transition keeps the final
     observation as `next_observ`, and `observ` is then the first of the next episode.
+    Observations are float32, but frames (a Box of uint8) stay uint8.
     """
 
     def __init__(self, batch_env: BatchEnv, seed: int):
         """Resets `batch_env` (which the collector then owns and closes) with `seed`."""
         self.batch_env = batch_env
-        self.observ = batch_env.reset(seed=seed).astype(np.float32)  # [B, ...]
+        frames = batch_env.observation_space.dtype == np.uint8
+        self._observ_dtype = np.uint8 if frames else np.float32
+        self.observ = batch_env.reset(seed=seed).astype(self._observ_dtype)  # [B, ...]
         size = len(batch_env)
         self._episode_return = np.zeros(size)
         self._episode_length = np.zeros(size, int)
@@ -59,7 +62,7 @@ class UnrollCollector:
         """
         observ = self.observ
         next_observ, reward, terminated, truncated, _ = self.batch_env.step(action)
-        next_observ = next_observ.astype(np.float32)  # MinAtar's are bool.
+        next_observ = next_observ.astype(self._observ_dtype, copy=False)  # MinAtar's are bool.
         check_finite("observation", next_observ, "step")
         check_finite("reward", reward, "step")
         self._episode_return += reward

@@ -19,8 +19,9 @@ import numpy as np
 from batchrl.config import Config, ConfigError
 from batchrl.config.run_config import load_saved_run_config
 from batchrl.runners.train import make_algorithm
-from batchrl.tools.environments import make_env
+from batchrl.tools.environments import env_options, make_env
 from batchrl.tools.external_process import ExternalProcess, ExternalProcessError
+from batchrl.tools.in_graph_env import observ_dtype
 from batchrl.training.video import (
     FORMATS,
     RenderError,
@@ -110,7 +111,8 @@ def load_policy(
         raise ConfigError(
             f"{checkpoint} does not hold the {config.algorithm.name} of this run's config: {error}"
         ) from None
-    observ_spec = tf.TensorSpec(observation_space.shape, tf.float32)
+    dtype = observ_dtype(observation_space)
+    observ_spec = tf.TensorSpec(observation_space.shape, dtype)
 
     def convert(action):
         if isinstance(action_space, gym.spaces.Discrete):
@@ -123,7 +125,9 @@ def load_policy(
         lambda observ: algo.act(observ[None], deterministic=True)[0],
         input_signature=[observ_spec],
     )
-    return (lambda observ: convert(act(np.asarray(observ, np.float32)).numpy())), int(step)
+    return (lambda observ: convert(act(np.asarray(observ, dtype.as_numpy_dtype)).numpy())), int(
+        step
+    )
 
 
 class _RecurrentPolicy:
@@ -200,7 +204,11 @@ def visualize(
     # OpenGL (llvmpipe, for MuJoCo) calls LLVM, and finds the copy of LLVM that TensorFlow
     # exports, which crashes the process.
     constructor = functools.partial(
-        make_env, config.env.id, config.env.max_episode_steps, render_mode="rgb_array"
+        make_env,
+        config.env.id,
+        config.env.max_episode_steps,
+        render_mode="rgb_array",
+        **env_options(config.env, training=False),
     )
     try:
         env = ExternalProcess(constructor, name=f"render:{config.env.id}")

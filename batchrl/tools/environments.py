@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import functools
 import importlib
+from collections.abc import Sequence
 
 import gymnasium as gym
 
 from batchrl.config.config import ConfigError
 from batchrl.config.registry import ENVIRONMENTS, GYMNASIUM_FAMILIES
+from batchrl.tools.atari import is_atari, make_atari
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.external_process import ExternalProcess
 
@@ -26,7 +29,7 @@ def _register_family(env_id: str) -> None:
     if env_id in gym.registry:
         return
     for prefix in GYMNASIUM_FAMILIES.names:
-        if env_id.startswith(prefix):
+        if ("*" in prefix and fnmatch.fnmatchcase(env_id, prefix)) or env_id.startswith(prefix):
             try:
                 register = GYMNASIUM_FAMILIES.resolve(prefix)
             except ConfigError as error:
@@ -36,6 +39,7 @@ def _register_family(env_id: str) -> None:
                     f"install it (pip install the project that ships {module!r})."
                 ) from None
             register()
+            return
 
 
 def check_env_id(env_id: str) -> None:
@@ -65,16 +69,50 @@ def check_env_id(env_id: str) -> None:
         ) from None
 
 
-def make_env(env_id: str, max_episode_steps: int = 0, render_mode: str | None = None):
-    """A Gymnasium environment; `max_episode_steps` 0 keeps the registered time limit."""
+def make_env(
+    env_id: str,
+    max_episode_steps: int = 0,
+    render_mode: str | None = None,
+    **atari_options,
+):
+    """A Gymnasium environment; `max_episode_steps` 0 keeps the registered time limit.
+
+    An Atari game (ale-py) gets TorchBeast's preprocessing (`batchrl.tools.atari`), and
+    `atari_options` are `make_atari`'s: `repeat_action_probability`,
+    `full_action_space`, `episodic_life`. Its `max_episode_steps` counts emulator frames.
+
+    Raises:
+      ValueError: `atari_options` set for an environment that is not an Atari game.
+    """
     _register_family(env_id)
+    if is_atari(env_id):
+        return make_atari(
+            env_id, max_episode_steps=max_episode_steps, render_mode=render_mode, **atari_options
+        )
+    options = dict(atari_options)
+    if options.pop("repeat_action_probability", None) is not None or any(options.values()):
+        raise ValueError(f"{env_id!r} is not an Atari game; it takes no {atari_options}.")
     kwargs = {"render_mode": render_mode} if render_mode else {}
     if max_episode_steps:
         kwargs["max_episode_steps"] = max_episode_steps
     return gym.make(env_id, **kwargs)
 
 
-def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> BatchEnv:
+def env_options(env_config, training: bool = True) -> dict:
+    """The keyword arguments of `make_env` that the `env` section sets for Atari games.
+
+    `episodic_life` holds for training only: evaluations play whole games.
+    """
+    return {
+        "repeat_action_probability": env_config.get("repeat_action_probability"),
+        "full_action_space": env_config.get("full_action_space", False),
+        "episodic_life": training and env_config.get("episodic_life", False),
+    }
+
+
+def make_batch_env(
+    env_config, num_envs: int, processes: bool | None = None, training: bool = True
+) -> BatchEnv:
     """A batch of `num_envs` environments, in worker processes or in this one.
 
     With processes, each worker steps `env_config.envs_per_process` environments in turn
@@ -82,9 +120,10 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
 
     Args:
       env_config: the `env` section of a config (`id`, `max_episode_steps`, `processes`,
-        `envs_per_process`, `worker_timeout`).
+        `envs_per_process`, `worker_timeout`, and the Atari keys).
       num_envs: how many environments.
       processes: overrides `env_config.processes` when given.
+      training: false for evaluation environments (no episodic life on Atari).
 
     Returns:
       A `BatchEnv`; close it when done.
@@ -97,7 +136,12 @@ def make_batch_env(env_config, num_envs: int, processes: bool | None = None) -> 
         raise ConfigError(f"env.envs_per_process={per_process} must be at least 1.")
     processes = env_config.processes if processes is None else processes
     timeout = float(env_config.get("worker_timeout", 60.0))
-    constructor = functools.partial(make_env, env_config.id, env_config.max_episode_steps)
+    constructor = functools.partial(
+        make_env,
+        env_config.id,
+        env_config.max_episode_steps,
+        **env_options(env_config, training),
+    )
     if not processes:
         return BatchEnv([constructor() for _ in range(num_envs)], blocking=True)
     sizes = [min(per_process, num_envs - start) for start in range(0, num_envs, per_process)]
@@ -129,7 +173,7 @@ class EnvSpaces:
 
     def __init__(self, env_config, num_envs: int):
         check_env_id(env_config.id)
-        env = make_env(env_config.id, env_config.max_episode_steps)
+        env = make_env(env_config.id, env_config.max_episode_steps, **env_options(env_config))
         self.observation_space = env.observation_space
         self.action_space = env.action_space
         env.close()
@@ -143,7 +187,13 @@ class EnvSpaces:
 
 
 def make_in_graph_env(
-    env_config, num_envs: int, seed: int, backend: str | None = None, members: int = 1
+    env_config,
+    num_envs: int,
+    seed: int,
+    backend: str | None = None,
+    members: int = 1,
+    training: bool = True,
+    offsets: Sequence[int] | None = None,
 ):
     """An in-graph batch of `num_envs` environments for `simulate` (of each member).
 
@@ -155,6 +205,9 @@ def make_in_graph_env(
       backend: 'gymnasium' or 'tensorflow'; defaults to `env_config.backend`.
       members: blocks of `num_envs` environments, one per member of a population; on the
         TensorFlow port block m draws as the batch of seed `seed + m` would.
+      training: false for evaluation environments (no episodic life on Atari).
+      offsets: on the TensorFlow port, block m draws as the batch of seed
+        `seed + offsets[m]` would instead (members with listed seeds, `train.seeds`).
 
     Returns:
       An `InGraphEnv` of `members * num_envs` environments; close it when done.
@@ -183,9 +236,9 @@ def make_in_graph_env(
                     "(it has no set_members); train.population > 1 needs a port of "
                     "batchrl.envs (a ClassicControlEnv)."
                 )
-            env.set_members(members)
+            env.set_members(members, offsets)
         return env
-    return InGraphBatchEnv(make_batch_env(env_config, total), seed=seed)
+    return InGraphBatchEnv(make_batch_env(env_config, total, training=training), seed=seed)
 
 
 def restart_streams(batch_env, seed: int) -> None:

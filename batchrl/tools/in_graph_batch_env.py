@@ -18,7 +18,8 @@ class InGraphBatchEnv(InGraphEnv):
 
     `step` and `reset` call the batch through `tf.numpy_function`, so they work inside
     `tf.function` (not under XLA: use an environment written in TensorFlow ops for that).
-    Observations and rewards are cast to float32. A NaN or infinite observation or reward
+    Observations are cast to float32, but frames (a Box of uint8) stay uint8 (see
+    `observ_dtype`); rewards are cast to float32. A NaN or infinite observation or reward
     raises an error that names the environment index. The infos of the latest step are
     kept in `self.infos` for inspection from Python.
     """
@@ -62,6 +63,8 @@ class InGraphBatchEnv(InGraphEnv):
         self._batch_env.close()
 
     def _step(self, action):
+        if self.observ_dtype != tf.float32:
+            return self._step_frames(action)
         # One packed float32 output [B, observ size + 3] instead of four: every output of
         # a numpy_function costs a conversion, and this call runs once per step.
         with tf.control_dependencies(self._after_last_call()):
@@ -77,10 +80,26 @@ class InGraphBatchEnv(InGraphEnv):
         truncated = tf.cast(packed[:, size + 2], tf.bool)
         return observ, reward, terminated, truncated
 
+    def _step_frames(self, action):
+        """`_step` for uint8 frames: the frames, and reward and flags packed as float32."""
+        with tf.control_dependencies(self._after_last_call()):
+            observ, packed = tf.numpy_function(
+                self._step_frames_numpy,
+                [action],
+                [self.observ_dtype, tf.float32],
+                name="batch_env_step",
+            )
+        batch_size = len(self)
+        observ.set_shape((batch_size,) + self._observ_shape)
+        packed.set_shape([batch_size, 3])
+        terminated = tf.cast(packed[:, 1], tf.bool)
+        truncated = tf.cast(packed[:, 2], tf.bool)
+        return observ, packed[:, 0], terminated, truncated
+
     def _reset(self, indices):
         with tf.control_dependencies(self._after_last_call()):
             observ = tf.numpy_function(
-                self._reset_numpy, [indices], tf.float32, name="batch_env_reset"
+                self._reset_numpy, [indices], self.observ_dtype, name="batch_env_reset"
             )
         observ.set_shape((None,) + self._observ_shape)
         return observ
@@ -111,11 +130,20 @@ class InGraphBatchEnv(InGraphEnv):
             check_finite("reward", packed[:, -3], "step")
         return packed
 
+    def _step_frames_numpy(self, action):
+        _keep_thread_state()
+        observ, reward, terminated, truncated, infos = self._batch_env.step(action)
+        self._latest.infos = infos
+        packed = np.stack([reward, terminated, truncated], axis=1).astype(np.float32)  # [B, 3]
+        check_finite("reward", packed[:, 0], "step")
+        return np.asarray(observ, self.observ_dtype.as_numpy_dtype), packed
+
     def _reset_numpy(self, indices):
         _keep_thread_state()
+        dtype = self.observ_dtype.as_numpy_dtype
         if len(indices) == 0:
-            return np.zeros((0,) + self._observ_shape, np.float32)
-        observ = np.asarray(self._batch_env.reset(indices), np.float32)
+            return np.zeros((0,) + self._observ_shape, dtype)
+        observ = np.asarray(self._batch_env.reset(indices), dtype)
         check_finite("observation", observ, "reset", indices)
         return observ
 

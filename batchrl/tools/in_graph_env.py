@@ -8,6 +8,15 @@ import gymnasium as gym
 import tensorflow as tf
 
 
+def observ_dtype(space: gym.Space) -> tf.DType:
+    """The in-graph dtype of observations: uint8 for frames (a Box of uint8), else float32.
+
+    Frames stay bytes through the batch, the unrolls and the replay, at a quarter of the
+    memory and copies of float32; the networks cast them (`batchrl.networks.as_float`).
+    """
+    return tf.uint8 if getattr(space, "dtype", None) == "uint8" else tf.float32
+
+
 def action_dtype(space: gym.Space) -> tf.DType:
     """The in-graph dtype of actions: int32 for Discrete spaces, float32 for Box spaces."""
     if isinstance(space, gym.spaces.Discrete):
@@ -25,7 +34,7 @@ class InGraphEnv(tf.Module, abc.ABC):
 
     The current batch lives in variables that algorithms and `simulate` read:
 
-        observ      [B, *observation_space.shape]  float32
+        observ      [B, *observation_space.shape]  float32, or uint8 for frames (observ_dtype)
         action      [B, *action_space.shape]       float32 (Box) or int32 (Discrete)
         reward      [B]                            float32
         terminated  [B]                            bool, the episode reached a terminal state
@@ -66,7 +75,8 @@ class InGraphEnv(tf.Module, abc.ABC):
         self._batch_size = int(batch_size)
         observ_shape = (self._batch_size,) + tuple(observation_space.shape)
         action_shape = (self._batch_size,) + tuple(action_space.shape)
-        self.observ = tf.Variable(tf.zeros(observ_shape, tf.float32), trainable=False)
+        self.observ_dtype = observ_dtype(observation_space)
+        self.observ = tf.Variable(tf.zeros(observ_shape, self.observ_dtype), trainable=False)
         self.action = tf.Variable(
             tf.zeros(action_shape, action_dtype(action_space)), trainable=False
         )
@@ -90,7 +100,8 @@ class InGraphEnv(tf.Module, abc.ABC):
           action: Tensor [B, *action_space.shape].
 
         Returns:
-          observ [B, ...] float32, reward [B] float32, terminated [B] bool, truncated [B] bool.
+          observ [B, ...] (`observ_dtype`), reward [B] float32, terminated [B] bool,
+          truncated [B] bool.
         """
         action = tf.convert_to_tensor(action, self.action.dtype)
         observ, reward, terminated, truncated = self._step(action)
@@ -111,7 +122,7 @@ class InGraphEnv(tf.Module, abc.ABC):
           indices: int32 Tensor [K] of batch indices.
 
         Returns:
-          observ [K, ...] float32, the first observations of the new episodes.
+          observ [K, ...] (`observ_dtype`), the first observations of the new episodes.
         """
         if indices is None:
             indices = tf.range(self._batch_size)

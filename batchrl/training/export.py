@@ -11,6 +11,8 @@ from pathlib import Path
 import gymnasium as gym
 import tensorflow as tf
 
+from batchrl.tools.in_graph_env import observ_dtype
+
 METADATA = "batchrl.json"  # Beside the SavedModel: what the run knew of the policy.
 
 
@@ -18,7 +20,8 @@ class _Policy(tf.Module):
     def __init__(self, algo, observation_space: gym.spaces.Box):
         super().__init__(name="policy")
         self._algo = algo
-        signature = tf.TensorSpec((None,) + tuple(observation_space.shape), tf.float32, "observ")
+        dtype = observ_dtype(observation_space)
+        signature = tf.TensorSpec((None,) + tuple(observation_space.shape), dtype, "observ")
         autograph = bool(getattr(algo, "autograph", True))
         self.__call__ = tf.function(self._act, input_signature=[signature], autograph=autograph)
 
@@ -30,7 +33,8 @@ class _RecurrentPolicy(tf.Module):
     def __init__(self, algo, observation_space: gym.spaces.Box):
         super().__init__(name="policy")
         self._algo = algo
-        observ = tf.TensorSpec((None,) + tuple(observation_space.shape), tf.float32, "observ")
+        dtype = observ_dtype(observation_space)
+        observ = tf.TensorSpec((None,) + tuple(observation_space.shape), dtype, "observ")
         state_size = algo.initial_state(1).shape[-1]
         state = tf.TensorSpec((None, state_size), tf.float32, "state")
         size = tf.TensorSpec((), tf.int32, "batch_size")
@@ -50,9 +54,9 @@ def export_policy(
 ) -> Path:
     """Saves `algo.act(observ, deterministic=True)` as a SavedModel at `path`.
 
-    The model maps float32 observations [N, ...] to environment actions [N, ...], with
-    observation normalization included. For a recurrent policy (`algo.recurrent`) it maps
-    observations and states [N, S] to a dict of `action` and `state`, and
+    The model maps float32 observations [N, ...] (uint8 for frames) to environment
+    actions [N, ...], with observation normalization included. For a recurrent policy
+    (`algo.recurrent`) it maps observations and states [N, S] to a dict of `action` and `state`, and
     `initial_state(N)` gives the states at the start of episodes. Load it with
     `tf.saved_model.load(path)` and call it on a batch of observations. The folder is
     replaced atomically: if writing the new policy fails, the old one stays at `path`.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -9,6 +10,60 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.parts import summary
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def aggregate(
+    returns, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, float]:
+    """The mean, interquartile mean and a 95% bootstrap interval of the mean of returns.
+
+    As rliable reports results over runs (Agarwal et al. 2021, "Deep Reinforcement
+    Learning at the Edge of the Statistical Precipice", https://arxiv.org/abs/2108.13264):
+
+        iqm = mean of the sorted returns x_(k+1) .. x_(n-k),  k = floor(n / 4)
+              (scipy.stats.trim_mean(x, 0.25), which rliable uses)
+        ci  = the 2.5th and 97.5th percentiles of the means of `resamples` samples of n
+              returns drawn with replacement (the percentile bootstrap)
+
+    Args:
+      returns: one number per member, e.g. each member's final evaluation return; NaNs
+        (members never evaluated) are left out.
+      resamples: bootstrap samples.
+      seed: the seed of NumPy's generator that draws them: the interval of equal returns
+        is the same in every run.
+
+    Returns:
+      `members` (how many returns counted), `mean`, `iqm`, `ci_low` and `ci_high`; NaN
+      where no return counted.
+    """
+    x = np.asarray(returns, np.float64)
+    x = np.sort(x[np.isfinite(x)])
+    n = len(x)
+    if not n:
+        return {"members": 0, **dict.fromkeys(("mean", "iqm", "ci_low", "ci_high"), math.nan)}
+    k = n // 4
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(n, size=(resamples, n))].mean(axis=1)  # [resamples]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {
+        "members": n,
+        "mean": float(x.mean()),
+        "iqm": float(x[k : n - k].mean()),
+        "ci_low": float(low),
+        "ci_high": float(high),
+    }
+
+
+def describe_aggregate(result: dict[str, float]) -> str:
+    """One line of an `aggregate` of final evaluations, for the end of a run."""
+    return (
+        f"Final evaluation over {result['members']} members: mean {result['mean']:.1f}, "
+        f"IQM {result['iqm']:.1f}, 95% bootstrap interval of the mean "
+        f"[{result['ci_low']:.1f}, {result['ci_high']:.1f}]"
+    )
 
 
 class MemberLogs:
@@ -18,16 +73,24 @@ class MemberLogs:
     and writes what it returns, the means over members (over those that finished an
     episode, for returns), to the run's own `train/`, as for a single run:
 
-        logs = MemberLogs(logdir, seeds)
+        logs = MemberLogs(logdir, seeds, settings)
+        progress(logs.table(returns=False))        # Who is who.
         stats = logs.train(stats, step)            # [M] each -> scalars
         logs.eval(evaluation.run(...), step)       # member_returns [M]
         progress(logs.table())
     """
 
-    def __init__(self, logdir: str | Path, seeds: list[int]):
+    def __init__(self, logdir: str | Path, seeds: list[int], settings: list[dict] | None = None):
+        """Args:
+        logdir: the run's folder.
+        seeds: each member's seed.
+        settings: each member's own settings, {'ppo.learning_rate': 1e-4, ...}, shown
+          in the table and returned by `members`; None: members differ only in seed.
+        """
         self.seeds = list(seeds)
+        self.settings = [dict(row) for row in settings or [{} for _ in self.seeds]]
         names = [f"member-{m:02d}" for m in range(len(self.seeds))]
-        logdir = Path(logdir)
+        logdir = self._logdir = Path(logdir)
         self._train = [tf.summary.create_file_writer(str(logdir / n / "train")) for n in names]
         self._eval = [tf.summary.create_file_writer(str(logdir / n / "eval")) for n in names]
         self.train_returns = [math.nan] * len(self.seeds)
@@ -61,25 +124,69 @@ class MemberLogs:
             with writer.as_default(step=step):
                 summary.scalar("eval/mean_return", self.eval_returns[m])
 
+    def exploit(self, step: int, source, values: dict[str, list[float]]) -> list[dict]:
+        """Logs a step of population-based training: who took whose state, new settings.
+
+        Appends a line to `<logdir>/pbt.jsonl` for each member that took another's state,
+        {"step", "member", "parent", "seed", settings...}, writes every member's
+        `pbt/parent` and settings (`pbt/learning_rate`, ...) to its `train/`, and keeps
+        the new settings for the table.
+
+        Returns:
+          The lines written.
+        """
+        records = []
+        for m, writer in enumerate(self._train):
+            parent = int(source[m])
+            settings = {key: value[m] for key, value in values.items()}
+            self.settings[m].update(settings)
+            with writer.as_default(step=step):
+                summary.scalar("pbt/parent", parent)
+                for key, value in settings.items():
+                    summary.scalar(f"pbt/{key.rpartition('.')[2]}", value)
+            if parent != m:
+                records.append({"step": step, "member": m, "parent": parent, **settings})
+        with open(self._logdir / "pbt.jsonl", "a", encoding="utf-8") as file:
+            file.writelines(json.dumps(record) + "\n" for record in records)
+        return records
+
+    def aggregate(self) -> dict[str, float]:
+        """`aggregate` of the members' latest evaluation returns."""
+        return aggregate(self.eval_returns)
+
+    def best(self) -> int:
+        """The member with the highest latest evaluation (training) return; 0 if none."""
+        for returns in (self.eval_returns, self.train_returns):
+            values = np.asarray(returns, np.float64)
+            if np.isfinite(values).any():
+                return int(np.nanargmax(np.where(np.isfinite(values), values, np.nan)))
+        return 0
+
     def flush(self) -> None:
         for writer in self._train + self._eval:
             writer.flush()
 
     def members(self) -> list[dict]:
-        """Each member's seed and latest train and evaluation returns."""
+        """Each member's seed, own settings, and latest train and evaluation returns."""
+        rows = zip(self.seeds, self.settings, self.train_returns, self.eval_returns)
         return [
-            {"member": m, "seed": seed, "train_return": train, "eval_return": evaluation}
-            for m, (seed, train, evaluation) in enumerate(
-                zip(self.seeds, self.train_returns, self.eval_returns)
-            )
+            {"member": m, "seed": seed, **settings, "train_return": train, "eval_return": ev}
+            for m, (seed, settings, train, ev) in enumerate(rows)
         ]
 
-    def table(self) -> str:
-        """The members' latest returns, a line each, for the end of a run."""
-        lines = [f"{'member':>6}  {'seed':>10}  {'train return':>12}  {'eval return':>11}"]
+    def table(self, returns: bool = True) -> str:
+        """A line for each member: its seed, own settings and (`returns`) latest returns."""
+        keys = list(self.settings[0]) if self.settings else []
+        widths = {key: max(len(key), 10) for key in keys}
+        header = f"{'member':>6}  {'seed':>10}"
+        header += "".join(f"  {key:>{widths[key]}}" for key in keys)
+        if returns:
+            header += f"  {'train return':>12}  {'eval return':>11}"
+        lines = [header]
         for row in self.members():
-            lines.append(
-                f"{row['member']:>6}  {row['seed']:>10}  {row['train_return']:>12.1f}  "
-                f"{row['eval_return']:>11.1f}"
-            )
+            line = f"{row['member']:>6}  {row['seed']:>10}"
+            line += "".join(f"  {row[key]:>{widths[key]}.4g}" for key in keys)
+            if returns:
+                line += f"  {row['train_return']:>12.1f}  {row['eval_return']:>11.1f}"
+            lines.append(line)
         return "\n".join(lines)

@@ -19,7 +19,7 @@ from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import METADATA, export_policy
-from batchrl.training.members import MemberLogs
+from batchrl.training.members import MemberLogs, describe_aggregate
 from batchrl.training.policy_evaluator import PolicyEvaluator
 
 _clock = time.monotonic  # Of `train.max_seconds`; tests replace it.
@@ -76,6 +76,8 @@ def run(
     train_config,
     progress,
     final_eval_env=None,
+    members: list[dict] | None = None,
+    pbt=None,
 ) -> dict[str, float]:
     """Steps `trainer` to `total_steps` or `max_seconds`; evaluates, saves and exports.
 
@@ -90,14 +92,22 @@ def run(
       progress: callable(text, final=False) for status lines.
       final_eval_env: the environments of the final evaluation, if not `eval_env` (e.g.
         Gymnasium's, where `eval_env` is the TensorFlow port).
+      members: a population's members, each a dict of its `seed` and its own settings
+        (`batchrl.config.members.member_settings`); None: seeds `seed + m`.
+      pbt: the `pbt` section, for population-based training of a population
+        (`pbt.interval` > 0): after the evaluation at every multiple of the interval,
+        `policy.exploit` replaces the worst members; `pbt.jsonl` logs the lineage.
 
     A population (`trainer.members` M > 1) writes each member's scalars to
-    `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`,
-    prints a table of the members at the end, and exports no policy.
+    `member-<m>/train` and `member-<m>/eval` and their means to `train/` and `eval/`
+    (with the interquartile mean and a bootstrap interval of the evaluations), prints a
+    table of the members at the start and at the end, and exports each member's policy
+    to `policies/member-<m>` and the best one's to `policy/`.
 
     Returns:
       The final `step`, and the latest `train_return` and `eval_return` (NaN if none);
-      for a population their means over members, and `members`, each member's.
+      for a population their means over members, `members`, each member's, and
+      `aggregate`, the `aggregate` of their final evaluations.
 
     Raises:
       Interrupted: on SIGINT or SIGTERM, after a checkpoint of the last finished call.
@@ -105,8 +115,13 @@ def run(
     cfg, logdir = train_config, Path(logdir)
     train_writer = tf.summary.create_file_writer(str(logdir / "train"))
     eval_writer = tf.summary.create_file_writer(str(logdir / "eval"))
-    members = getattr(trainer, "members", 1)
-    logs = MemberLogs(logdir, [cfg.seed + m for m in range(members)]) if members > 1 else None
+    population = getattr(trainer, "members", 1)
+    logs = None
+    if population > 1:
+        rows = members or [{"seed": cfg.seed + m} for m in range(population)]
+        settings = [{k: v for k, v in row.items() if k != "seed"} for row in rows]
+        logs = MemberLogs(logdir, [row["seed"] for row in rows], settings)
+        progress(f"Members of the population:\n{logs.table(returns=False)}", final=True)
     evaluation = None
     if policy is not None and cfg.eval_every:
         evaluator = PolicyEvaluator(policy, len(eval_env))
@@ -114,7 +129,7 @@ def run(
         in_tensorflow = not isinstance(eval_env, InGraphBatchEnv)
         jit_compile = bool(cfg.eval_jit_compile) and in_tensorflow
         evaluation = Evaluation(
-            eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile, members=members
+            eval_env, evaluator, cfg.eval_episodes, jit_compile=jit_compile, members=population
         )
     best = None
     if evaluation is not None and cfg.export_best:
@@ -123,6 +138,9 @@ def run(
     start_step, start_time = int(step), time.time()
     next_eval = _next_multiple(int(step), cfg.eval_every) if evaluation else None
     next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
+    next_pbt = None
+    if pbt is not None and pbt.interval and logs is not None and evaluation is not None:
+        next_pbt = _next_multiple(int(step), pbt.interval)
     first_call, evaluated_at = True, None
     out_of_time, budget_start = False, _clock()
     with StopSignals() as signals:
@@ -164,6 +182,13 @@ def run(
                 evaluated_at = int(step)
                 if best is not None:
                     best.offer(int(step), last["eval_return"], progress)
+            if next_pbt is not None and int(step) >= next_pbt and evaluated_at == int(step):
+                _exploit(policy, logs, pbt, int(step), progress)
+                next_pbt = _next_multiple(int(step), pbt.interval)
+                # Should the run end here, a final evaluation scores the new members. (At
+                # the end too, so that a resumed run with another total_steps exploits
+                # where the uninterrupted one did.)
+                evaluated_at = None
             if int(step) >= next_checkpoint:
                 checkpoints.save(int(step))
                 next_checkpoint = _next_multiple(int(step), cfg.checkpoint_every)
@@ -178,7 +203,7 @@ def run(
     if final_eval_env is not None and evaluation is not None:
         final_env = final_eval_env
         evaluator = PolicyEvaluator(policy, len(final_eval_env))
-        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes, members=members)
+        evaluation = Evaluation(final_eval_env, evaluator, cfg.eval_episodes, members=population)
         evaluated_at = None
     if evaluation is not None and evaluated_at != int(step):  # A final one, unless just done.
         restart_streams(final_env, _eval_seed(cfg.seed, int(step)))
@@ -187,12 +212,17 @@ def run(
             best.offer(int(step), last["eval_return"], progress)
     if policy is not None and logs is None:
         export_policy(policy, eval_env.observation_space, logdir / "policy")
+    elif policy is not None:
+        _export_members(policy, eval_env.observation_space, logdir, logs, progress)
     train_writer.flush()
     eval_writer.flush()
     if logs is not None:
         logs.flush()
         progress(f"Members of the population:\n{logs.table()}", final=True)
         last["members"] = logs.members()
+        last["aggregate"] = logs.aggregate()
+        if last["aggregate"]["members"]:
+            progress(describe_aggregate(last["aggregate"]), final=True)
     elapsed = time.time() - start_time
     rate = (int(step) - start_step) / max(elapsed, 1e-9)
     status = _status(int(step), cfg.total_steps, None, last)
@@ -225,11 +255,52 @@ class BestPolicy:
 
 
 def _evaluate(evaluation: Evaluation, writer, step, logs: MemberLogs | None) -> float:
-    """Runs `evaluation`, writes its summaries (each member's too); returns the mean return."""
+    """Runs `evaluation`, writes its summaries (each member's too); returns the mean return.
+
+    For a population also the interquartile mean and the 95% bootstrap interval of the
+    mean over members (`aggregate`): `eval/iqm_return`, `eval/mean_return_ci_low` and
+    `eval/mean_return_ci_high`.
+    """
     result = evaluation.run(writer, step)
     if logs is not None:
         logs.eval(result, step)
+        values = logs.aggregate()
+        if values["members"]:
+            with writer.as_default(step=step):
+                summary.scalar("eval/iqm_return", values["iqm"])
+                summary.scalar("eval/mean_return_ci_low", values["ci_low"])
+                summary.scalar("eval/mean_return_ci_high", values["ci_high"])
     return result["mean_return"]
+
+
+def _exploit(population, logs: MemberLogs, pbt, step: int, progress) -> None:
+    """A step of population-based training on the members' latest evaluations; logs it."""
+    source = population.exploit(logs.eval_returns, pbt.quantile, tuple(pbt.factors))
+    records = logs.exploit(step, source.numpy(), population.pbt_values())
+    moves = ", ".join(f"{r['member']} <- {r['parent']}" for r in records)
+    progress(f"Population-based training at step {step:,}: member <- parent: {moves}.", final=True)
+
+
+def _export_members(population, observation_space, logdir: Path, logs: MemberLogs, progress):
+    """Exports `policies/member-<m>` for every member, and `policy/` for the best one.
+
+    The best is the member with the highest final evaluation (or, without evaluations,
+    latest training return); `policy/batchrl.json` names it, its seed and its settings.
+    """
+    for member in range(len(logs.seeds)):
+        path = logdir / "policies" / f"member-{member:02d}"
+        export_policy(population.member_policy(member), observation_space, path)
+    best = logs.best()
+    metadata = logs.members()[best]
+    export_policy(population.member_policy(best), observation_space, logdir / "policy", metadata)
+    by = f"final evaluation {metadata['eval_return']:.1f}"
+    if not math.isfinite(metadata["eval_return"]):
+        by = f"no evaluation; latest training return {metadata['train_return']:.1f}"
+    progress(
+        f"Member {best} is the best ({by}): exported to {logdir / 'policy'}; every "
+        f"member's policy is in {logdir / 'policies'}.",
+        final=True,
+    )
 
 
 def _eval_seed(seed: int, step: int) -> int:
@@ -257,9 +328,9 @@ def _status(step, total, rate, last) -> str:
 class Progress:
     """A live status line on a terminal; a line every 10 seconds elsewhere."""
 
-    def __init__(self, stream=sys.stderr):
-        self._stream = stream
-        self._tty = stream.isatty()
+    def __init__(self, stream=None):
+        self._stream = stream or sys.stderr  # The one of the moment, not of the import.
+        self._tty = self._stream.isatty()
         self._last = 0.0
 
     def __call__(self, text: str, final: bool = False) -> None:

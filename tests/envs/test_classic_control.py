@@ -187,3 +187,19 @@ def test_members_draw_as_batches_of_their_seeds(env_cls, sample_action):
     np.testing.assert_array_equal(env.reset().numpy()[4:], env_cls(2, seed=11).reset().numpy())
     with pytest.raises(ValueError, match="4 members cannot split a batch of 6"):
         env_cls(6, seed=7).set_members(4)
+
+
+@pytest.mark.parametrize("env_cls, sample_action", ENVS)
+def test_members_with_listed_seeds_draw_as_batches_of_them(env_cls, sample_action):
+    """With offsets, block m resets as a batch seeded seed + offsets[m] (train.seeds)."""
+    del sample_action
+    env = env_cls(6, seed=7)
+    env.set_members(3, offsets=[5, -7, 5])  # Seeds 12, 0, 12.
+    initial = env.reset().numpy()  # [6, O]
+    for member, seed in enumerate([12, 0, 12]):
+        alone = env_cls(2, seed=seed).reset().numpy()
+        np.testing.assert_array_equal(initial[2 * member : 2 * member + 2], alone)
+    env.seed = 9  # Moves every block: block m now draws from 9 + offsets[m].
+    np.testing.assert_array_equal(env.reset().numpy()[2:4], env_cls(2, seed=2).reset().numpy())
+    with pytest.raises(ValueError, match="2 seed offsets for 3 members"):
+        env_cls(6, seed=7).set_members(3, offsets=[0, 1])

@@ -132,6 +132,32 @@ def test_n_step_emits_each_step_once_with_its_window(mode, n):
     assert len(np.unique(data["observ"][:, :, 0])) > 5  # many episodes in the run
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_push_block_emits_what_pushes_one_at_a_time_do(mode):
+    """Blocks of 4 steps (the first shorter than the window) against single pushes."""
+    n, length, batch = 3, 17, 3
+    data = episodes(length, batch, seed=3)
+    keys = ["observ", "action", "reward", "terminated", "truncated", "next_observ"]
+    single, blocks = NStep(n, GAMMA, batch, SPEC), NStep(n, GAMMA, batch, SPEC)
+    want = []
+    for t in range(length):
+        valid, transition = single.push(*[tf.constant(data[key][t]) for key in keys])
+        if valid.numpy().all():
+            want.append({key: value.numpy() for key, value in transition.items()})
+    want = {key: np.concatenate([part[key] for part in want]) for key in want[0]}
+    push_block = compile_fn(blocks.push_block, mode)
+    got = [push_block(*[tf.constant(data[key][:1]) for key in keys])]  # n - 1 > 1: none.
+    assert all(value.shape[0] == 0 for value in got[0].values())
+    for start in range(1, length, 4):
+        got.append(push_block(*[tf.constant(data[key][start : start + 4]) for key in keys]))
+    got = {key: np.concatenate([part[key].numpy() for part in got]) for key in want}
+    assert len(want["reward"]) == (length - (n - 1)) * batch
+    for key in ("observ", "action", "next_observ"):
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    for key in ("reward", "discount"):  # A graph may fuse the sums differently.
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-7, err_msg=key)
+
+
 def test_a_restored_accumulator_emits_what_the_saved_one_would(tmp_path):
     # Nested observations, and the replay's transition spec (extra keys are ignored).
     spec = {

@@ -5,7 +5,6 @@ Every test here closes what it starts, so the order of the files does not matter
 module-wide).
 """
 
-import json
 import logging
 import re
 import signal
@@ -20,6 +19,7 @@ from batchrl.algorithms import DQN
 from batchrl.config import ConfigError, load_run_config
 from batchrl.runners import train
 from batchrl.tools.environments import EnvSpaces
+from tests.learning import best_evaluations
 from tests.runners.conftest import REPO
 from tests.runners.test_ray import quiet, wait_gone
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
@@ -229,12 +229,8 @@ def test_apex_on_cartpole_learns_over_seeds_checkpoints_and_resumes(
     evaluation at 150, this test's earlier form, failed once in CI (77.4). Then seed 0
     resumes, which continues the learner's update count."""
     overrides = ["train.eval_every=4096", "train.checkpoint_every=8192", "train.export_best=true"]
-    best = []
-    for seed in range(3):
-        extra = [*overrides, "train.total_steps=16384", f"train.seed={seed}"]
-        train(load_run_config("cartpole_apex_ray", extra), tmp_path / str(seed), progress=quiet)
-        metadata = tmp_path / str(seed) / "policy_best" / "batchrl.json"
-        best.append(json.loads(metadata.read_text())["eval_return"])
+    extra = [*overrides, "train.total_steps=16384"]
+    best = best_evaluations("cartpole_apex_ray", extra, range(3), tmp_path)
     tags = event_tags(tmp_path / "0" / "train")
     assert {"apex/policy_lag", "apex/sample_age", "dqn/loss", "apex/shard_restarts"} <= tags
     assert sum(r >= 100 for r in best) >= 2, best

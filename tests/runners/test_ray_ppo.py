@@ -4,7 +4,6 @@ In a file of its own, after test_ray.py: IMPALA's module-wide actors there are g
 so that SPREAD finds both nodes free.
 """
 
-import json
 import logging
 import signal
 import time
@@ -26,6 +25,7 @@ from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_pr
 pytest.importorskip("ray")
 
 from batchrl.runners.ray import RaySamplers, samplers  # noqa: E402
+from tests.learning import best_evaluations
 
 
 def ppo_state(algo):
@@ -220,13 +220,8 @@ def test_cartpole_ppo_ray_learns_over_seeds(ray_cluster, tmp_path):
     7ccdafe, the cores loaded by other runs) seeds 0 to 3 all reached 500.0 (finals 368.3,
     500.0, 500.0, 500.0)."""
     overrides = ["train.eval_every=16384", "train.checkpoint_every=1000000"]
-    overrides += ["train.export_best=true", "train.total_steps=49152"]
-    best = []
-    for seed in range(3):
-        config = load_run_config("cartpole_ppo_ray", [*overrides, f"train.seed={seed}"])
-        train(config, tmp_path / str(seed), progress=quiet)
-        metadata = tmp_path / str(seed) / "policy_best" / "batchrl.json"
-        best.append(json.loads(metadata.read_text())["eval_return"])
+    overrides += ["train.total_steps=49152"]
+    best = best_evaluations("cartpole_ppo_ray", overrides, range(3), tmp_path)
     assert sum(r >= 400 for r in best) >= 2, best
 
 

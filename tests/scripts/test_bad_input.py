@@ -44,6 +44,12 @@ from batchrl.scripts import train as train_script
         (["--config=debug", "--set", "runner.name=threads"], "needs an algorithm with a behaviour"),
         (["--config=debug", "--set", "algorithm.name=ppp"], "'ppo'"),
         (["--config=debug", "--set", "algorithm.name=nowhere:Agent"], "nowhere"),
+        # Sweeps: malformed, or of a key that must be the same for every member.
+        (["--config=debug", "--sweep", "ppo.learning_rate"], "Malformed --sweep"),
+        (
+            ["--config=debug", "--set", "env.backend=tensorflow", "--sweep", "ppo.epochs=1,2"],
+            "ppo.epochs=[1, 2]: a list gives each member its own value, but it sets shapes",
+        ),
         # Environments.
         (["--config=debug", "--set", "env.id=CartPol-v1"], "Did you mean CartPole-v1"),
         (["--config=debug", "--set", "env.id=nowhere:Env-v0"], "cannot import the module"),

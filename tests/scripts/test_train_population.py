@@ -1,5 +1,6 @@
 """The train script with a population of PPO agents (train.population > 1)."""
 
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,9 @@ import pytest
 import tensorflow as tf
 
 from batchrl.config import ConfigError, load_run_config, save_config
+from batchrl.config.run_config import load_saved_run_config
 from batchrl.runners import train
+from batchrl.scripts import train as train_script
 from tests.scripts.test_train_tf import quiet, scalars
 
 
@@ -37,18 +40,76 @@ def test_a_population_logs_and_evaluates_each_member(tmp_path):
         evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
         assert [step for step, _ in evaluations] == [128, 256]
     assert _policy_params(tmp_path).shape[0] == 3
-    assert not (tmp_path / "policy").exists()  # A population exports no policy yet.
+    # The aggregate of the final evaluations, also in eval/.
+    aggregate = result["aggregate"]
+    assert aggregate["members"] == 3 and aggregate["mean"] == pytest.approx(mean)
+    assert aggregate["ci_low"] <= aggregate["mean"] <= aggregate["ci_high"]
+    for tag, name in [("iqm_return", "iqm"), ("mean_return_ci_low", "ci_low")]:
+        assert scalars(tmp_path / "eval", f"eval/{tag}")[-1] == (
+            256,
+            pytest.approx(aggregate[name]),
+        )
+    # Every member's policy, and the best one's in policy/.
+    observ = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    actions = []
+    for member in range(3):
+        policy = tf.saved_model.load(str(tmp_path / "policies" / f"member-{member:02d}"))
+        actions.append(policy(observ).numpy())
+    best = int(np.argmax([row["eval_return"] for row in result["members"]]))
+    metadata = json.loads((tmp_path / "policy" / "batchrl.json").read_text())
+    assert metadata["member"] == best and metadata["seed"] == best
+    assert metadata["eval_return"] == result["members"][best]["eval_return"]
+    best_policy = tf.saved_model.load(str(tmp_path / "policy"))
+    np.testing.assert_array_equal(best_policy(observ).numpy(), actions[best])
+
+
+def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
+    code = train_script.main(
+        [
+            "--config=debug",
+            "--set=env.id=CartPole-v1",
+            "--set=env.backend=tensorflow",
+            "--sweep=ppo.learning_rate=1e-3,3e-4",
+            "--sweep=train.seed=4,9",
+            f"--logdir={tmp_path}",
+        ]
+    )
+    err = capfd.readouterr().err
+    assert code == 0, err
+    assert "Sweep: train.population=4 ppo.learning_rate=[0.001, 0.001, 0.0003, 0.0003]" in err
+    # The table at the start and at the end: member, seed, and its learning rate.
+    lines = [line.split() for line in err.splitlines() if line.strip().startswith("3 ")]
+    assert len(lines) == 2 and all(line[:3] == ["3", "9", "0.0003"] for line in lines), err
+    assert "Final evaluation over 4 members: mean" in err
+    config = load_saved_run_config(tmp_path / "config.yaml")
+    assert config.train.seeds == (4, 9, 4, 9)
+    rates = scalars(tmp_path / "member-02" / "train", "ppo/learning_rate")
+    assert rates and all(value == pytest.approx(3e-4) for _, value in rates)
+
+
+PBT = ("train.population=4", "pbt.interval=128", "pbt.perturb=[learning_rate, clip_ratio]")
 
 
 @pytest.mark.slow
-def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path):
-    train(_debug(), tmp_path / "whole", progress=quiet)
-    train(_debug("train.total_steps=128"), tmp_path / "resumed", progress=quiet)
-    result = train(_debug(), tmp_path / "resumed", progress=quiet)
+@pytest.mark.parametrize("overrides", [(), PBT], ids=["plain", "pbt"])
+def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path, overrides):
+    """With PBT, the exploit at 128 is in the checkpoint of 128, its settings too."""
+    train(_debug(*overrides), tmp_path / "whole", progress=quiet)
+    train(_debug(*overrides, "train.total_steps=128"), tmp_path / "resumed", progress=quiet)
+    result = train(_debug(*overrides), tmp_path / "resumed", progress=quiet)
     assert result["step"] == 256
     np.testing.assert_array_equal(
         _policy_params(tmp_path / "resumed"), _policy_params(tmp_path / "whole")
     )
+    if overrides:
+        reader = tf.train.load_checkpoint(str(tmp_path / "resumed" / "checkpoints"))
+        rates = reader.get_tensor("algo/pbt_settings/learning_rate/.ATTRIBUTES/VARIABLE_VALUE")
+        whole = tf.train.load_checkpoint(str(tmp_path / "whole" / "checkpoints"))
+        expected = whole.get_tensor("algo/pbt_settings/learning_rate/.ATTRIBUTES/VARIABLE_VALUE")
+        np.testing.assert_array_equal(rates, expected)
+        assert len(set(rates.tolist())) > 1  # Perturbed at 128 and at 256.
+        lines = (tmp_path / "resumed" / "pbt.jsonl").read_text()
+        assert lines == (tmp_path / "whole" / "pbt.jsonl").read_text()
 
 
 def test_a_resumed_run_keeps_its_population(tmp_path):
@@ -71,3 +132,31 @@ def test_a_population_of_four_learns_cartpole(tmp_path):
     result = train(config, tmp_path, progress=quiet)
     returns = [row["eval_return"] for row in result["members"]]
     assert sum(value >= 150 for value in returns) >= 3, returns
+
+
+def test_population_based_training_logs_its_lineage(tmp_path):
+    config = _debug(
+        "train.population=4",
+        "pbt.interval=128",
+        "pbt.perturb=[learning_rate]",
+        "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
+    )
+    result = train(config, tmp_path, progress=quiet)
+    lines = [json.loads(line) for line in (tmp_path / "pbt.jsonl").read_text().splitlines()]
+    # At 128 and 256: a quarter of 4 members, one, takes another's state.
+    assert [line["step"] for line in lines] == [128, 256]
+    for line in lines:
+        assert line["parent"] != line["member"]
+        assert 0.8e-3 <= line["ppo.learning_rate"] <= 4.8e-3
+    last = lines[-1]
+    row = result["members"][last["member"]]
+    assert row["ppo.learning_rate"] == pytest.approx(last["ppo.learning_rate"])
+    member = f"member-{last['member']:02d}"
+    parents = scalars(tmp_path / member / "train", "pbt/parent")
+    assert parents[-1] == (256, last["parent"])
+    rates = scalars(tmp_path / member / "train", "pbt/learning_rate")
+    assert rates[-1] == (256, pytest.approx(last["ppo.learning_rate"]))
+    # The final evaluation after the exploit at the end scores the new members again.
+    evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
+    assert [step for step, _ in evaluations] == [128, 256, 256]
+    assert row["eval_return"] == pytest.approx(evaluations[-1][1])

@@ -9,11 +9,12 @@ from batchrl.algorithms.impala import utility, vtrace
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
-from batchrl.networks import MLP, PolicyHead, batch_apply
+from batchrl.networks import MLP, PolicyHead, batch_apply, make_torso
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.rollout_buffer import RolloutBuffer
 from batchrl.parts.schedules import SCHEDULES, learning_rate
+from batchrl.tools.in_graph_env import observ_dtype
 
 OPTIMIZERS = ("rmsprop", "adam")
 
@@ -131,13 +132,12 @@ class IMPALA(Algorithm, Learner, Policy):
         self._batch_size = len(batch_env)
         self._length = int(cfg.unroll_length)
         self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._observ_dtype = observ_dtype(batch_env.observation_space)
         self._action_space = batch_env.action_space
 
         # The acting part, the same module an actor copies: normalizer, head and policy
         # network, and the random stream that samples actions.
-        self.actor = ImpalaBehaviourPolicy(
-            cfg, network, self._observ_shape, self._action_space, seed
-        )
+        self.actor = self.make_behaviour_policy(seed)
         self.observ_normalizer = self.actor.observ_normalizer
         self.head = self.actor.head
         self.policy = self.actor.policy
@@ -145,7 +145,13 @@ class IMPALA(Algorithm, Learner, Policy):
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
         self.value = MLP(
-            network.value_layers, 1, network.activation, 1.0, "value", network.conv_filters
+            network.value_layers,
+            1,
+            network.activation,
+            1.0,
+            "value",
+            network.conv_filters,
+            torso=make_torso(network),
         )
         self.value(tf.zeros((1,) + self._observ_shape))
         self._trainable = (
@@ -161,9 +167,12 @@ class IMPALA(Algorithm, Learner, Policy):
         self._sample_shape, self._sample_dtype = self.head.sample_spec()
         self._last_sample = _zeros((self._batch_size,) + self._sample_shape, self._sample_dtype)
         self._last_output = _zeros((self._batch_size, self.head.size))
+        # Frames (uint8) stay bytes in the unroll unless they are normalized: the
+        # networks cast them.
+        stored = tf.float32 if cfg.normalize_observ else self._observ_dtype
         spec = {
-            "observ": (self._observ_shape, tf.float32),
-            "next_observ": (self._observ_shape, tf.float32),
+            "observ": (self._observ_shape, stored),
+            "next_observ": (self._observ_shape, stored),
             "sample": (self._sample_shape, self._sample_dtype),
             "output": ((self.head.size,), tf.float32),
             "reward": ((), tf.float32),
@@ -255,7 +264,12 @@ class IMPALA(Algorithm, Learner, Policy):
     def make_behaviour_policy(self, seed: int) -> ImpalaBehaviourPolicy:
         """A copy of the acting part of this algorithm for an actor; load weights into it."""
         return ImpalaBehaviourPolicy(
-            self._cfg, self._network, self._observ_shape, self._action_space, seed
+            self._cfg,
+            self._network,
+            self._observ_shape,
+            self._action_space,
+            seed,
+            self._observ_dtype,
         )
 
     def _learn(self, unroll):
@@ -360,9 +374,18 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
     discounted return, and the log standard deviation that acted.
     """
 
-    def __init__(self, cfg, network, observ_shape, action_space, seed: int):
+    def __init__(
+        self,
+        cfg,
+        network,
+        observ_shape,
+        action_space,
+        seed: int,
+        observ_dtype: tf.DType = tf.float32,
+    ):
         super().__init__(name="behaviour_policy")
         self._cfg = cfg
+        self._observ_dtype = tf.as_dtype(observ_dtype)  # The environment's: uint8 frames.
         self.observ_normalizer = StreamingNormalizer(
             observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
         )
@@ -374,6 +397,7 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
             0.01,
             "policy",
             network.conv_filters,
+            torso=make_torso(network),
         )
         self.policy(tf.zeros((1,) + tuple(observ_shape)))
         self._sample_dtype = self.head.sample_spec()[1]
@@ -412,7 +436,7 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
 
     def __call__(self, observ):
         """`sample` as one graph call on NumPy observations, returning NumPy arrays."""
-        observ = tf.convert_to_tensor(observ, tf.float32)
+        observ = tf.convert_to_tensor(np.asarray(observ, self._observ_dtype.as_numpy_dtype))
         return tuple(t.numpy() for t in self._sample_numpy(observ))
 
     def finish_unroll(self, arrays: dict) -> dict:

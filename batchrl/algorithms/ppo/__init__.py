@@ -1,7 +1,7 @@
 """BatchPPO: proximal policy optimization in the graph."""
 
 from batchrl.algorithms.ppo import utility
-from batchrl.algorithms.ppo.population import PopulationPPO
+from batchrl.algorithms.ppo.population import MemberPolicy, PopulationPPO
 from batchrl.algorithms.ppo.ppo import PPO
 
-__all__ = ["PPO", "PopulationPPO", "utility"]
+__all__ = ["PPO", "MemberPolicy", "PopulationPPO", "utility"]

@@ -5,10 +5,19 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import utility
-from batchrl.algorithms.ppo.ppo import METRICS, PPO, SUMMARIES, make_networks, minibatch_loss
+from batchrl.algorithms.ppo.ppo import (
+    MEMBER_KEYS,
+    METRICS,
+    PBT_KEYS,
+    PPO,
+    SUMMARIES,
+    make_networks,
+    minibatch_loss,
+)
+from batchrl.config.members import member_seeds
 from batchrl.core import Algorithm, Policy
 from batchrl.networks import PopulationMLP
-from batchrl.parts import optimizers
+from batchrl.parts import optimizers, pbt
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.permutations import random_permutations
 from batchrl.parts.rollout_buffer import RolloutBuffer
@@ -21,16 +30,19 @@ class PopulationPPO(Algorithm, Policy):
 
     Member m has its own parameters, Adam moments, observation and reward normalizers,
     KL penalty, random stream and the environments [m B, (m + 1) B) of a batch of M B
-    (`make_in_graph_env(..., members=M)`). It computes what `PPO` computes for seed
-    `seed + m`: it starts from the networks PPO builds under that global seed, samples
-    actions with the same stateless seeds, shuffles with the same permutations, and its
-    losses are `minibatch_loss`, vectorized over members with `tf.vectorized_map`. The
-    members' losses are summed: each member's parameters get its own loss's gradient.
+    (`make_in_graph_env(..., members=M)`), and its own value of every ppo key the config
+    gives as a list (`MEMBER_KEYS`: learning rate, discount, clip ratio, ...), held as a
+    tensor [M]. It computes what `PPO` computes for its seed (`member_seeds`: seed + m,
+    or `train.seeds[m]`) and its settings: it starts from the networks PPO builds under
+    that global seed, samples actions with the same stateless seeds, shuffles with the
+    same permutations, and its losses are `minibatch_loss`, vectorized over members with
+    `tf.vectorized_map`. The members' losses are summed: each member's parameters get
+    its own loss's gradient.
 
     Tensors carry the member axis first, [M, ...]; the environments' agents are
     member-major (agent m B + b is member m's b). One batched product per layer
     (`PopulationMLP`) evaluates every member; the optimizer updates the stacked
-    parameters [M, D] elementwise, with the learning rate the members share. Only
+    parameters [M, D] elementwise, each member's rows at its learning rate. Only
     drawing from the M random streams loops over members: a `tf.random.Generator` has
     no batched form, and a stateless sampler takes one seed (a `tf.map_fn`).
 
@@ -45,17 +57,19 @@ class PopulationPPO(Algorithm, Policy):
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates the members' networks, optimizer state and buffers.
 
-        Sets the global seeds (`tf.keras.utils.set_random_seed`) to seed + m while member
-        m's networks are initialized, as a single run of that seed does.
+        Sets the global seeds (`tf.keras.utils.set_random_seed`) to member m's seed while
+        its networks are initialized, as a single run of that seed does.
 
         Args:
           batch_env: M B environments in the graph, member-major.
           config: the run's `Config`; M is `config.train.population`.
           step: int64 variable counting each member's environment steps, for the
             learning-rate schedule; None keeps the rate constant.
-          seed: member m's random streams start from seed + m.
+          seed: unused: member m's random streams start from its seed,
+            `member_seeds(config.train)[m]`.
         """
         super().__init__()
+        del seed  # Each member's comes from the config: `member_seeds`.
         PPO.check_config(config)
         cfg = self._cfg = config.ppo
         network = config.network
@@ -66,22 +80,46 @@ class PopulationPPO(Algorithm, Policy):
         self._step = step
         self._batch_size = len(batch_env) // members
         self._observ_shape = tuple(batch_env.observation_space.shape)
-        self._rngs = [tf.random.Generator.from_seed(seed + m) for m in range(members)]
+        seeds = member_seeds(config.train)
+        self._rngs = [tf.random.Generator.from_seed(s) for s in seeds]
+        # Each member's own values [M] of the keys given as lists (shared ones: `cfg`).
+        self._settings = Untracked(
+            {key: tf.constant(cfg[key], tf.float32) for key in MEMBER_KEYS if _listed(cfg[key])}
+        )
+
+        self._pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
+        if self._pbt_keys:  # Settings that population-based training changes: state.
+            self.pbt_settings = {
+                key: tf.Variable(
+                    tf.broadcast_to(tf.constant(cfg[key], tf.float32), [members]),
+                    trainable=False,
+                    name=key,
+                )
+                for key in self._pbt_keys
+            }
+            self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
 
         normalize = cfg.normalize_observ
+        observ_clip = self._clip("observ_clip")
+        if isinstance(observ_clip, tf.Tensor):
+            observ_clip = observ_clip[:, None]  # [M, 1], for values [N, M, O].
         self.observ_normalizer = StreamingNormalizer(
             (members, *self._observ_shape),
             center=normalize,
             scale=normalize,
-            clip=cfg.observ_clip if normalize else 0.0,
+            clip=observ_clip if normalize else 0.0,
             name="observ",
         )
         self.reward_scaler = RewardScaler(
-            self._batch_size, cfg.discount, cfg.reward_clip, "reward", shape=(members,)
+            self._batch_size,
+            self._setting("discount"),
+            self._clip("reward_clip"),
+            "reward",
+            shape=(members,),
         )
         singles = []
-        for member in range(members):
-            tf.keras.utils.set_random_seed(seed + member)
+        for member_seed in seeds:
+            tf.keras.utils.set_random_seed(member_seed)
             singles.append(make_networks(network, batch_env))
         head = singles[0][0]
         self._head = Untracked({"head": head})  # Holds the action space; its log_std is unused.
@@ -101,11 +139,10 @@ class PopulationPPO(Algorithm, Policy):
         if hasattr(head, "log_std"):
             self.log_std = tf.Variable(tf.stack([h.log_std for h, _, _ in singles]))  # [M, A]
             self._trainable.append(self.log_std)
-        self.optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
+        self.optimizer = optimizers.MemberAdam(members, epsilon=1e-5)
         self.optimizer.build(self._trainable)
-        self.penalty = tf.Variable(
-            tf.fill([members], float(cfg.kl_init_penalty)), trainable=False, name="penalty"
-        )
+        penalty = tf.broadcast_to(self._setting("kl_init_penalty"), [members])
+        self.penalty = tf.Variable(penalty, trainable=False, name="penalty")
         self._latest = Untracked({name: _zeros([members]) for name in SUMMARIES})
 
         agents = members * self._batch_size
@@ -184,7 +221,6 @@ class PopulationPPO(Algorithm, Policy):
           clip fraction, and its `kl` and `explained_variance`, each [M].
         """
         cfg = self._cfg
-        members = self.members
         steps = batch["reward"].shape[0]
         value = self._to_time(self._value(self._to_members(batch["observ"])))  # [T, M B]
         next_value = self._to_time(self._value(self._to_members(batch["next_observ"])))
@@ -194,8 +230,8 @@ class PopulationPPO(Algorithm, Policy):
             next_value,
             batch["terminated"],
             batch["truncated"],
-            cfg.discount,
-            cfg.gae_lambda,
+            self._by_column(self._setting("discount")),
+            self._by_column(self._setting("gae_lambda")),
         )  # [T, M B]
         data = {
             "observ": batch["observ"],
@@ -212,16 +248,16 @@ class PopulationPPO(Algorithm, Policy):
         metrics = self._train_epochs(data, old_log_std, steps * self._batch_size)
         kl = self._mean_kl(data, old_log_std)  # [M]
         if cfg.objective == "kl_penalty":
-            self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
+            kl_target = self._setting("kl_target")
+            self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, kl_target))
         metrics["kl"] = kl
         metrics["explained_variance"] = tf.vectorized_map(
             lambda pair: utility.explained_variance(*pair), (data["old_value"], data["target"])
         )
-        rate = tf.cast(self.optimizer.learning_rate, tf.float32)
         values = dict(
             metrics,
             penalty_coefficient=self.penalty.read_value(),
-            learning_rate=tf.fill([members], rate),
+            learning_rate=self.optimizer.rates.read_value(),
             mean_scaled_reward=tf.reduce_mean(self._to_members(batch["reward"]), 1),
         )
         for name, value in values.items():
@@ -232,7 +268,7 @@ class PopulationPPO(Algorithm, Policy):
         """Epochs of minibatch steps of all members; each member's mean metrics [M]."""
         cfg = self._cfg
         size = max(total // cfg.minibatches, 1)
-        self.optimizer.learning_rate.assign(self._learning_rate())
+        self.optimizer.rates.assign(tf.broadcast_to(self._learning_rate(), [self.members]))
         # Each member's orders for every epoch, from its own stream: [M, epochs, total].
         orders = tf.stack([random_permutations(rng, cfg.epochs, total) for rng in self._rngs])
 
@@ -270,10 +306,18 @@ class PopulationPPO(Algorithm, Policy):
             if cfg.objective == "kl_penalty":
                 terms["kl"] = old_dist.kl_divergence(dist)  # [M, n]
                 terms["penalty"] = self.penalty.read_value()  # [M]
-            loss, metrics = tf.vectorized_map(lambda member: minibatch_loss(cfg, member), terms)
+            settings = self._member_settings()
+            if settings:  # [M] each; a scalar in each member's map.
+                terms["settings"] = settings
+
+            def member_loss(member):
+                return minibatch_loss({**cfg, **member.pop("settings", {})}, member)
+
+            loss, metrics = tf.vectorized_map(member_loss, terms)
             total = tf.reduce_sum(loss)  # Member m's parameters see only loss[m].
         gradients = tape.gradient(total, self._trainable)
-        gradients, grad_norm = utility.clip_by_member_norm(gradients, cfg.max_grad_norm)
+        max_grad_norm = self._setting("max_grad_norm")
+        gradients, grad_norm = utility.clip_by_member_norm(gradients, max_grad_norm)
         self.optimizer.apply_gradients(zip(gradients, self._trainable))
         return dict(metrics, grad_norm=grad_norm)
 
@@ -294,14 +338,83 @@ class PopulationPPO(Algorithm, Policy):
         return self.value.apply(self.value_params, observ)[..., 0]
 
     def _learning_rate(self):
+        """The learning rate, or each member's [M], at the current step."""
         cfg = self._cfg
+        if "learning_rate" in self._pbt_keys:  # The schedule's factor times each member's.
+            factor = learning_rate(1.0, cfg.learning_rate_schedule, self._step, self._total_steps)
+            return factor * self.pbt_settings["learning_rate"]
         return learning_rate(
             cfg.learning_rate, cfg.learning_rate_schedule, self._step, self._total_steps
         )
 
+    # The members' settings.
+
+    def _setting(self, key: str):
+        """`ppo.<key>`: a float the members share, or each member's value [M]."""
+        if key in self._pbt_keys:
+            return self.pbt_settings[key].read_value()
+        return self._settings.variables.get(key, self._cfg[key])
+
+    def _member_settings(self) -> dict[str, tf.Tensor]:
+        """The settings that differ by member (listed, or changed by PBT), [M] each."""
+        keys = [k for k in MEMBER_KEYS if k in self._pbt_keys or k in self._settings.variables]
+        return {key: tf.convert_to_tensor(self._setting(key)) for key in keys}
+
+    def _clip(self, key: str):
+        """A clip bound: a float (0: off), or each member's [M], inf where it is 0."""
+        value = self._setting(key)
+        if isinstance(value, tf.Tensor):
+            return tf.where(value > 0, value, float("inf"))
+        return value
+
+    def _by_column(self, value):
+        """A member setting [M] as one value per column [M B] of a rollout; a float as is."""
+        if isinstance(value, tf.Tensor):
+            return tf.repeat(value, self._batch_size)
+        return value
+
     def summaries(self) -> dict[str, tf.Tensor]:
         """Each member's scalars of the latest update, {'ppo/<name>': [M]}."""
         return {f"ppo/{name}": v.read_value() for name, v in self._latest.variables.items()}
+
+    # Population-based training.
+
+    def exploit(self, scores, quantile: float, factors) -> tf.Tensor:
+        """Population-based training's exploit and explore step (Jaderberg et al. 2017).
+
+        The members in the bottom `quantile` by `scores` take the state of members in the
+        top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
+        KL penalty and observation and reward normalizer statistics are the parent's
+        rows. Their `pbt.perturb` settings become the parent's times a factor drawn from
+        `factors` (`pbt.perturb`). Random streams and environments stay the member's.
+
+        Args:
+          scores: [M] each member's latest evaluation return (NaN: none, ranks lowest).
+          quantile: the share of members replaced, in (0, 0.5].
+          factors: e.g. (0.8, 1.2).
+
+        Returns:
+          `source` [M] int32: the member whose state member m took (m if it kept its own).
+        """
+        source, copied = pbt.exploit(scores, quantile, self._pbt_rng)
+        state = [self.policy_params, self.value_params, self.penalty]
+        state += self.optimizer.member_variables()
+        if self.log_std is not None:
+            state.append(self.log_std)
+        for variable in state:
+            variable.assign(tf.gather(variable, source))
+        self.observ_normalizer.copy_rows(source)
+        self.reward_scaler.normalizer.copy_rows(source)
+        for key in self._pbt_keys:
+            variable = self.pbt_settings[key]
+            low, high = PBT_KEYS[key]
+            parent = tf.gather(variable, source)
+            variable.assign(pbt.perturb(parent, copied, factors, self._pbt_rng, low, high))
+        return source
+
+    def pbt_values(self) -> dict[str, list[float]]:
+        """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
+        return {f"ppo.{key}": self.pbt_settings[key].numpy().tolist() for key in self._pbt_keys}
 
     # The policy, for evaluation.
 
@@ -315,6 +428,10 @@ class PopulationPPO(Algorithm, Policy):
         else:
             sample = self._sample(output)
         return self._head.variables["head"].to_env_action(_flat(sample))
+
+    def member_policy(self, member: int) -> MemberPolicy:
+        """Member `member` alone, as a `Policy` for export (a copy of its variables)."""
+        return MemberPolicy(self, member)
 
     # Layouts and random draws.
 
@@ -352,6 +469,51 @@ class PopulationPPO(Algorithm, Policy):
         """Member-major [M, T B] -> time-major [T, M B]."""
         x = tf.reshape(x, [self.members, -1, self._batch_size])
         return tf.reshape(tf.transpose(x, [1, 0, 2]), [-1, self.members * self._batch_size])
+
+
+class MemberPolicy(tf.Module, Policy):
+    """One member of a `PopulationPPO` acting alone, for `policies/member-<m>` and `policy/`.
+
+    It holds copies of the member's policy parameters, log std and observation
+    normalizer, taken when it is made, and its deterministic `act` runs the population's
+    ops on a member axis of one: it acts as the member did in the population's `act`. An
+    exported SavedModel of it holds only this member's variables.
+    """
+
+    autograph = False
+    recurrent = False
+
+    def __init__(self, population: PopulationPPO, member: int):
+        super().__init__(name=f"member_{member}")
+        if not 0 <= member < population.members:
+            raise ValueError(f"No member {member} in a population of {population.members}.")
+        rows = [member]
+        self.member = member
+        self._network = Untracked({"policy": population.policy, **population._head.variables})
+        self._sample_dtype = population._sample_dtype
+        self.observ_normalizer = population.observ_normalizer.select(rows)
+        self.policy_params = tf.Variable(
+            tf.gather(population.policy_params, rows), trainable=False
+        )  # [1, D_policy]
+        self.log_std = None
+        if population.log_std is not None:
+            self.log_std = tf.Variable(tf.gather(population.log_std, rows), trainable=False)
+
+    def act(self, observ, deterministic: bool = True):
+        """The member's greedy actions [N, ...] for raw observations [N, ...]."""
+        if not deterministic:
+            raise ValueError("A member's policy acts deterministically (its mode).")
+        normalized = self.observ_normalizer.normalize(observ[:, None])  # [N, 1, O]
+        normalized = tf.transpose(normalized, [1, 0, 2])  # [1, N, O]
+        policy, head = self._network.variables["policy"], self._network.variables["head"]
+        output = policy.apply(self.policy_params, normalized)  # [1, N, size]
+        log_std = None if self.log_std is None else self.log_std[:, None]
+        sample = tf.cast(head(output, log_std).mode(), self._sample_dtype)
+        return head.to_env_action(_flat(sample))
+
+
+def _listed(value) -> bool:
+    return isinstance(value, tuple)
 
 
 def _flat(x):

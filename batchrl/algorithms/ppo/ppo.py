@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import utility
@@ -17,6 +20,33 @@ from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.parts.untracked import Untracked
 
 OBJECTIVES = ("clip", "kl_penalty")
+# The keys of the ppo section that each member of a population may set on its own (a
+# list of train.population values): numbers the update reads, not shapes or loop counts.
+MEMBER_KEYS = (
+    "learning_rate",
+    "clip_ratio",
+    "kl_target",
+    "kl_init_penalty",
+    "kl_cutoff_factor",
+    "kl_cutoff_coef",
+    "discount",
+    "gae_lambda",
+    "max_grad_norm",
+    "value_coef",
+    "value_clip",
+    "entropy_coef",
+    "observ_clip",
+    "reward_clip",
+)
+# The keys population-based training may perturb (`pbt.perturb`), with their valid ranges.
+PBT_KEYS = {
+    "learning_rate": (0.0, float("inf")),
+    "entropy_coef": (0.0, float("inf")),
+    "clip_ratio": (0.0, float("inf")),
+    "value_coef": (0.0, float("inf")),
+    "max_grad_norm": (0.0, float("inf")),
+    "gae_lambda": (0.0, 1.0),
+}
 UPDATE_MODES = ("steps", "episodes")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 # What `learn` reports, as `summaries()` returns it after a training call.
@@ -59,6 +89,8 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
 
     config_section = "ppo"
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
+    member_keys = MEMBER_KEYS  # A population (`PopulationPPO`) reads lists of these.
+    pbt_keys = tuple(PBT_KEYS)  # And population-based training perturbs these.
 
     @classmethod
     def check_config(cls, config) -> None:
@@ -518,12 +550,15 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
 
 
-def minibatch_loss(cfg, terms: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+def minibatch_loss(
+    cfg: Mapping[str, Any], terms: dict[str, tf.Tensor]
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO's loss on a minibatch of M steps: policy loss + c_v value loss - c_e entropy.
 
     Args:
       cfg: the `ppo` section (objective, clip_ratio, kl_*, value_clip, value_coef,
-        entropy_coef).
+        entropy_coef), or a mapping of its keys in which a population member's own
+        settings are scalar tensors (`value_clip` 0 still turns clipping off).
       terms: `log_prob` and `old_log_prob` of the samples under the current and the
         acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
         `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
@@ -533,9 +568,9 @@ def minibatch_loss(cfg, terms: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[st
       The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
       `clip_fraction` (0 with kl_penalty).
     """
-    if cfg.objective == "clip":
+    if cfg["objective"] == "clip":
         policy_loss, extra = utility.clipped_surrogate_loss(
-            terms["log_prob"], terms["old_log_prob"], terms["advantage"], cfg.clip_ratio
+            terms["log_prob"], terms["old_log_prob"], terms["advantage"], cfg["clip_ratio"]
         )
         clip_fraction = extra.clip_fraction
     else:
@@ -545,15 +580,24 @@ def minibatch_loss(cfg, terms: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[st
             terms["advantage"],
             terms["kl"],
             terms["penalty"],
-            cfg.kl_target,
-            cfg.kl_cutoff_factor,
-            cfg.kl_cutoff_coef,
+            cfg["kl_target"],
+            cfg["kl_cutoff_factor"],
+            cfg["kl_cutoff_coef"],
         )
         clip_fraction = tf.constant(0.0)
-    value_clip = cfg.value_clip if cfg.value_clip > 0 else None
-    value_loss = utility.value_loss(terms["value"], terms["target"], terms["old_value"], value_clip)
+    value, target, old_value = terms["value"], terms["target"], terms["old_value"]
+    value_clip = cfg["value_clip"]
+    if isinstance(value_clip, tf.Tensor):  # A member's own: 0 turns clipping off.
+        value_loss = tf.where(
+            value_clip > 0,
+            utility.value_loss(value, target, old_value, value_clip),
+            utility.value_loss(value, target, old_value),
+        )
+    else:
+        clip = value_clip if value_clip > 0 else None
+        value_loss = utility.value_loss(value, target, old_value, clip)
     entropy = tf.reduce_mean(terms["entropy"])
-    loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+    loss = policy_loss + cfg["value_coef"] * value_loss - cfg["entropy_coef"] * entropy
     metrics = {
         "policy_loss": policy_loss,
         "value_loss": value_loss,

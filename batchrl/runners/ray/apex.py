@@ -34,9 +34,12 @@ class RayApex(ActorGroup):
     its next request until the learner caught up (a replay ratio; 0 lets them run free,
     as in the paper).
 
-    An actor that dies is replaced (its block in flight is lost, and counted); a shard that
-    dies is replaced empty, its transitions counted as lost and logged, and the learner
-    samples from the others meanwhile. Every wait has `timeout` and names whom it awaits.
+    An actor that dies is replaced, and the request it failed counted as a lost block
+    (`apex/lost_blocks`): its block in flight, or, for an actor that died while held back
+    (nothing in flight, its death unseen until asked), the request that found it dead. A
+    shard that dies is replaced empty, its transitions counted as lost and logged, and
+    the learner samples from the others meanwhile. Every wait has `timeout` and names
+    whom it awaits.
     """
 
     def __init__(

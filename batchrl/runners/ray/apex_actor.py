@@ -30,13 +30,21 @@ def epsilons(num_actors: int, epsilon: float, alpha: float) -> list[float]:
 
 
 def acting_config(config) -> Config:
-    """The config of a DQN that only acts and scores: the least replay its checks allow."""
+    """The config of a DQN that keeps no replay of its own (the actors' copies, which act
+    and score, and the learner, which samples from the shards): the least its checks allow."""
     tree = config.to_dict()
     dqn = tree["dqn"]
     least = config.env.num_envs * (2 * dqn["n_step"] + 2)
     dqn["buffer_size"] = max(dqn["batch_size"], least)
     dqn["checkpoint_replay"] = False
     return Config(tree)
+
+
+def push_and_score(n_step: NStep, algo, *block) -> tuple[dict, tf.Tensor]:
+    """A block's steps [T, B, ...] through the n-step window (`NStep.push_block`); the
+    finished transitions {key: [K, ...]} and their initial priorities, |TD error| [K]."""
+    items = n_step.push_block(*block)
+    return items, tf.abs(algo.td_errors(items))
 
 
 @ray.remote(max_restarts=0)
@@ -62,8 +70,10 @@ class ApexActor:
         spec = item_spec(config)
         self._n_step = NStep(cfg.n_step, cfg.discount, size, spec)
         self._act = tf.function(lambda observ: self._algo.explore(observ, self.epsilon))
-        self._push = tf.function(self._n_step.push)
-        self._td_errors = tf.function(self._algo.td_errors)
+        # A function of its own, not a method: Ray adds a keyword to an actor's methods.
+        self._push_block = tf.function(
+            lambda *block: push_and_score(self._n_step, self._algo, *block)
+        )
         self._dtype = spec["observ"].dtype.as_numpy_dtype
         self._version = None
 
@@ -81,26 +91,22 @@ class ApexActor:
             for variable, value in zip(variables, weights, strict=True):
                 variable.assign(value)
             self._version = version
-        parts = []
+        steps = []
         for _ in range(length):
             action = self._act(self._collector.observ).numpy()  # [B]
-            step = self._collector.step(action)
-            valid, transition = self._push(
-                step["observ"].astype(self._dtype),
-                action,
-                step["reward"].astype(np.float32),
-                step["terminated"],
-                step["truncated"],
-                step["next_observ"].astype(self._dtype),
-            )
-            if bool(valid[0]):  # The first n - 1 steps of the actor finish no window.
-                parts.append({key: value.numpy() for key, value in transition.items()})
-        if parts:
-            items = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-            priorities = np.abs(self._td_errors(items).numpy())  # [K]
-        else:
-            items, priorities = None, np.zeros([0], np.float32)
+            steps.append(dict(self._collector.step(action), action=action))
+        block = {key: np.stack([step[key] for step in steps]) for key in steps[0]}  # [T, B]
+        items, priorities = self._push_block(
+            block["observ"].astype(self._dtype),
+            block["action"],
+            block["reward"].astype(np.float32),
+            block["terminated"],
+            block["truncated"],
+            block["next_observ"].astype(self._dtype),
+        )
+        priorities = priorities.numpy()  # [K]
         count = len(priorities)
+        items = {key: value.numpy() for key, value in items.items()} if count else None
         if items is not None:
             items["version"] = np.full([count], version, np.int32)
         returns, lengths = self._collector.take_episodes()

@@ -11,6 +11,7 @@ from batchrl.config.run_config import algorithm_class, algorithm_section, check_
 from batchrl.core import Learner, RolloutLearner, Trainer
 from batchrl.runners.ray.actors import connect
 from batchrl.runners.ray.apex import RayApex
+from batchrl.runners.ray.apex_actor import acting_config
 from batchrl.runners.ray.impala import INFERENCE, RayActorLearner, make_behaviour_policy
 from batchrl.runners.ray.population import RayPopulation
 from batchrl.runners.ray.samplers import RaySamplers
@@ -154,6 +155,14 @@ class RayTrainer(Trainer):
                 "runner.name='ray' steps Gymnasium environments in Ray actors for 'dqn': it "
                 "needs env.backend='gymnasium' and train.jit_compile=false."
             )
+
+    @classmethod
+    def algorithm_config(cls, config):
+        """The config the learner is built with: Ape-X's learner samples from the shards,
+        so its own replay buffer is the least its checks allow (`acting_config`)."""
+        if _is_off_policy(algorithm_class(config)):
+            return acting_config(config)
+        return config
 
     @classmethod
     def make_batch_env(cls, config, seed: int):

@@ -1,7 +1,5 @@
 """DQN: its schedule of updates, target network, config checks, XLA, resume, and learning."""
 
-import json
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,6 +14,7 @@ from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
+from tests.learning import best_evaluations
 
 
 def quiet(*_, **__):
@@ -180,13 +179,7 @@ def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
     late): 6 of those 10 ended at 450 or more, and seeds 6 and 7 at 95 and 149.
     """
     overrides = ["train.eval_every=10240", "train.checkpoint_every=1000000"]
-    overrides += ["train.export_best=true"]  # Its batchrl.json holds the best evaluation.
-    best = []
-    for seed in range(5):
-        config = load_run_config("cartpole_dqn_tf", [*overrides, f"train.seed={seed}"])
-        train(config, tmp_path / str(seed), progress=quiet)
-        metadata = tmp_path / str(seed) / "policy_best" / "batchrl.json"
-        best.append(json.loads(metadata.read_text())["eval_return"])
+    best = best_evaluations("cartpole_dqn_tf", overrides, range(5), tmp_path)
     assert sum(r >= 400 for r in best) >= 4, best
 
 

@@ -32,7 +32,7 @@ def async_config(overrides=()):
     return load_run_config("debug_impala", overrides)
 
 
-def make_runner(config, seed=0):
+def make_runner(config, seed=0, **dynamic):
     algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
     threads = config.threads
     runner = ActorLearner(
@@ -45,6 +45,7 @@ def make_runner(config, seed=0):
         max_actor_restarts=threads.max_actor_restarts,
         seed=seed,
         unroll_timeout=60,
+        **dynamic,
     )
     return algo, runner
 
@@ -124,6 +125,25 @@ def test_learner_weights_reach_the_actors_and_lag_is_counted():
         # An unroll taken now acted with published weights of at most this version.
         assert runner.next_unroll().version <= runner.version
     assert no_actor_threads()
+
+
+def test_dynamic_inference_batches_the_actors_requests_and_learns_from_them():
+    """3 actors whose sampling goes through one DynamicBatcher: forward passes serve more
+    than one actor, every unroll has its actor's own shapes, and the learner's weights
+    reach the shared copy; closing leaves no actor or batcher thread."""
+    config = async_config(["env.id=CartPole-v1", "threads.num_actors=3"])
+    algo, runner = make_runner(config, inference="dynamic", max_batch=3, batch_timeout=0.05)
+    with runner:
+        for _ in range(4):
+            steps, _ = runner.update()
+            assert steps == 2 * 16 * 2  # learner_batch x unroll_length x num_envs.
+        unroll = runner.next_unroll()
+        assert unroll.arrays["observ"].shape == (16, 2, 4)
+        sizes = runner.batcher.batch_sizes
+        assert sum(sizes) >= 4 * 2 * 16 and max(sizes) > 1, sizes
+        assert max(sizes) <= 3
+    assert no_actor_threads()
+    assert not [t for t in threading.enumerate() if t.name == "inference batcher"]
 
 
 def test_behaviour_policy_copy_acts_like_the_learner():
@@ -246,6 +266,8 @@ def test_train_script_runs_async_mode_and_leaves_nothing_running(tmp_path, event
         (["env.backend=tensorflow"], "needs env.backend='gymnasium'"),
         (["threads.learner_batch=0"], "threads.learner_batch=0; it must be >= 1"),
         (["threads.max_actor_restarts=-1"], "max_actor_restarts=-1"),
+        (["threads.inference=central"], "threads.inference"),
+        (["threads.inference_timeout=-0.1"], "inference_timeout=-0.1"),
     ],
 )
 def test_async_config_errors(overrides, message):

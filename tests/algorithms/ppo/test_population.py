@@ -1,17 +1,24 @@
-"""A member of a PPO population computes what a single run of its seed computes.
+"""A member of a PPO population computes what a single run of its seed and settings computes.
 
-Member m of a population seeded s starts from exactly the parameters of a single run
-seeded s + m, collects the same first rollout (the same discrete actions, terminations
-and truncations; floats to rounding) and, after three updates, holds the same parameters
-to float32 rounding: the population's batched products may round differently from a
-single run's. Measured on 2026-11-26 (3 members, 4 environments each, rollouts of 16
-steps, 2 epochs of 2 minibatches), the largest absolute difference over all members:
+Member m of a population starts from exactly the parameters of a single run of its seed
+(seed + m, or train.seeds[m]) and its own settings (ppo keys given as lists), collects
+the same first rollout (the same discrete actions, terminations and truncations; floats
+to rounding) and, after three updates, holds the same parameters to float32 rounding:
+the population's batched products may round differently from a single run's. Measured
+on 2026-11-26 (3 members, 4 environments each, rollouts of 16 steps, 2 epochs of 2
+minibatches), the largest absolute difference over all members:
 
-    preset        mode    first rollout   parameters after 3 updates
-    pendulum_tf   graph   2.4e-7          6.0e-8
-    pendulum_tf   XLA     6.0e-8          6.0e-8
-    cartpole_tf   graph   3.7e-9          6.0e-8
-    cartpole_tf   XLA     0               6.0e-8
+    preset        settings              mode    first rollout   parameters after 3 updates
+    pendulum_tf   shared                graph   2.4e-7          6.0e-8
+    pendulum_tf   shared                XLA     6.0e-8          6.0e-8
+    cartpole_tf   shared                graph   3.7e-9          6.0e-8
+    cartpole_tf   shared                XLA     0               6.0e-8
+    pendulum_tf   own (OWN)             graph   2.4e-7          6.0e-8
+    pendulum_tf   own (OWN)             XLA     6.0e-8          6.0e-8
+    cartpole_tf   own (OWN)             graph   1.9e-9          3.0e-8
+    cartpole_tf   own (OWN)             XLA     0               6.0e-8
+    pendulum_tf   own (OWN_KL), kl_pen. graph   2.4e-7          6.0e-8
+    pendulum_tf   own (OWN_KL), kl_pen. XLA     6.0e-8          6.0e-8
 
 The tolerance, 1e-4, is a tenth of one Adam step at cartpole_tf's learning rate.
 """
@@ -23,14 +30,16 @@ import tensorflow as tf
 from batchrl.algorithms import PPO
 from batchrl.algorithms.ppo import PopulationPPO
 from batchrl.config import load_run_config
+from batchrl.config.members import member_offsets
 from batchrl.tools.environments import make_in_graph_env
 from batchrl.tools.simulate import simulate
+from batchrl.training.export import export_policy
 
 MEMBERS, SEED, ENVS, STEPS, UPDATES = 3, 5, 4, 16, 3
 TOLERANCE = 1e-4
 
 
-def _config(preset, population):
+def _config(preset, population, *overrides):
     return load_run_config(
         preset,
         [
@@ -42,8 +51,15 @@ def _config(preset, population):
             "network.value_layers=[16, 16]",
             f"train.population={population}",
             f"train.seed={SEED}",
+            *overrides,
         ],
     )
+
+
+def _population(config):
+    offsets = member_offsets(config.train) if config.train.seeds else None
+    env = make_in_graph_env(config.env, ENVS, SEED, members=MEMBERS, offsets=offsets)
+    return env, PopulationPPO(env, config, seed=SEED)
 
 
 def _call(env, algo, jit_compile):
@@ -68,24 +84,53 @@ def _single_params(single, population):
     return np.concatenate([tf.convert_to_tensor(p).numpy() for p in params])
 
 
-@pytest.mark.parametrize(
-    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
-)
-@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
-def test_member_equals_single_run(preset, jit_compile):
-    config = _config(preset, MEMBERS)
-    env = make_in_graph_env(config.env, ENVS, SEED, members=MEMBERS)
-    population = PopulationPPO(env, config, seed=SEED)
+# Each member's own settings: (population overrides, member m's single-run overrides).
+OWN = {
+    "ppo.learning_rate": [1e-3, 3e-4, 5e-4],
+    "ppo.entropy_coef": [0.0, 0.01, 0.05],
+    "ppo.clip_ratio": [0.1, 0.2, 0.3],
+    "ppo.discount": [0.99, 0.95, 0.9],
+    "ppo.gae_lambda": [0.95, 0.9, 0.8],
+    "ppo.max_grad_norm": [0.5, 1.0, 0.1],
+    "ppo.value_clip": [0.0, 0.2, 0.5],
+    "ppo.value_coef": [0.5, 1.0, 0.25],
+    "ppo.reward_clip": [10.0, 0.0, 1.0],
+    "ppo.observ_clip": [10.0, 1.0, 0.0],
+}
+OWN_KL = {
+    "ppo.learning_rate": [1e-3, 3e-4, 5e-4],
+    "ppo.kl_target": [0.01, 0.001, 0.05],
+    "ppo.kl_init_penalty": [1.0, 0.5, 2.0],
+    "ppo.kl_cutoff_factor": [2.0, 1.5, 3.0],
+    "ppo.kl_cutoff_coef": [1000.0, 100.0, 10.0],
+}
+SEEDS = [5, 11, 8]  # Listed seeds (train.seeds), with the own settings.
+
+
+def _lists(settings):
+    return [f"{key}={values}" for key, values in settings.items()]
+
+
+def _own(settings, member):
+    return [f"{key}={values[member]}" for key, values in settings.items()]
+
+
+def _compare(preset, jit_compile, settings=None, extra=()):
+    """Largest differences of members and single runs: the first rollout, the parameters."""
+    settings = settings or {}
+    seeds = SEEDS if settings else [SEED + member for member in range(MEMBERS)]
+    listed = [f"train.seeds={seeds}"] if settings else []
+    config = _config(preset, MEMBERS, *extra, *_lists(settings), *listed)
+    env, population = _population(config)
     starts = [_member_params(population, member) for member in range(MEMBERS)]
     train = _call(env, population, jit_compile)
     train()  # The first rollout, then the first update.
     first = population.rollout.read()
     for _ in range(UPDATES - 1):
         train()
-    single_config = _config(preset, 1)
     rollout_diff = params_diff = 0.0
-    for member in range(MEMBERS):
-        seed = SEED + member
+    for member, seed in enumerate(seeds):
+        single_config = _config(preset, 1, *extra, *_own(settings, member), f"train.seed={seed}")
         tf.keras.utils.set_random_seed(seed)  # As the train script does.
         single_env = make_in_graph_env(config.env, ENVS, seed)
         single = PPO(single_env, single_config, seed=seed)
@@ -105,6 +150,124 @@ def test_member_equals_single_run(preset, jit_compile):
             single_train()
         diff = np.abs(_member_params(population, member) - _single_params(single, population))
         params_diff = max(params_diff, float(np.max(diff)))
+    return rollout_diff, params_diff
+
+
+@pytest.mark.parametrize(
+    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
+)
+@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
+def test_member_equals_single_run(preset, jit_compile):
+    rollout_diff, params_diff = _compare(preset, jit_compile)
     print(f"{preset} {jit_compile=}: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
     assert rollout_diff < TOLERANCE
     assert params_diff < TOLERANCE
+
+
+@pytest.mark.parametrize(
+    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
+)
+@pytest.mark.parametrize(
+    "preset, settings, extra",
+    [
+        ("pendulum_tf", OWN, ()),
+        ("cartpole_tf", OWN, ()),
+        ("pendulum_tf", OWN_KL, ("ppo.objective=kl_penalty",)),
+    ],
+    ids=["pendulum_tf", "cartpole_tf", "pendulum_tf-kl_penalty"],
+)
+def test_member_with_own_settings_equals_single_run_with_them(preset, settings, extra, jit_compile):
+    """Member m with listed seed and settings computes what a single run with them does."""
+    rollout_diff, params_diff = _compare(preset, jit_compile, settings, extra)
+    print(f"{preset} {jit_compile=}: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
+    assert rollout_diff < TOLERANCE
+    assert params_diff < TOLERANCE
+
+
+def test_a_member_with_learning_rate_zero_keeps_its_parameters():
+    config = _config("pendulum_tf", MEMBERS, "ppo.learning_rate=[3e-4, 0, 1e-3]")
+    env, population = _population(config)
+    starts = [_member_params(population, member) for member in range(MEMBERS)]
+    _call(env, population, False)()  # A rollout and an update.
+    np.testing.assert_array_equal(_member_params(population, 1), starts[1])
+    for member in (0, 2):
+        assert np.max(np.abs(_member_params(population, member) - starts[member])) > 1e-5
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), [3e-4, 0, 1e-3])
+
+
+@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
+def test_a_member_policy_acts_as_the_member(preset, tmp_path):
+    """`member_policy(m)` and its SavedModel act as member m of the population does."""
+    config = _config(preset, MEMBERS, "ppo.observ_clip=[10, 0.5, 0]")
+    env, population = _population(config)
+    _call(env, population, False)()  # Normalizers and parameters away from their start.
+    rng = np.random.default_rng(0)
+    observ = rng.normal(scale=3.0, size=(7, *env.observation_space.shape)).astype(np.float32)
+    actions = population.act(tf.constant(np.tile(observ, [MEMBERS, 1]))).numpy()  # [M 7, ...]
+    for member in range(MEMBERS):
+        rows = actions[member * 7 : (member + 1) * 7]
+        policy = population.member_policy(member)
+        np.testing.assert_array_equal(policy.act(tf.constant(observ)).numpy(), rows)
+        path = export_policy(policy, env.observation_space, tmp_path / f"member-{member}")
+        loaded = tf.saved_model.load(str(path))
+        np.testing.assert_array_equal(loaded(observ).numpy(), rows)
+    assert len(population.member_policy(0).variables) < len(population.variables)
+    with pytest.raises(ValueError, match="No member 3"):
+        population.member_policy(MEMBERS)
+
+
+def test_exploit_copies_exactly_the_parents_state():
+    """Scores 3, 1, 4, 2: member 1 takes member 2's state; its learning rate is perturbed."""
+    members = 4
+    config = load_run_config(
+        "pendulum_tf",
+        [
+            f"env.num_envs={ENVS}",
+            f"ppo.rollout_length={STEPS}",
+            "ppo.epochs=2",
+            "ppo.minibatches=2",
+            "network.policy_layers=[16, 16]",
+            "network.value_layers=[16, 16]",
+            f"train.population={members}",
+            "train.eval_every=64",
+            "pbt.interval=64",
+            "pbt.perturb=[learning_rate, gae_lambda]",
+            "ppo.learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]",
+            "ppo.objective=kl_penalty",
+        ],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=members)
+    population = PopulationPPO(env, config, seed=SEED)
+    _call(env, population, False)()  # Members apart: parameters, moments, penalties.
+    _call(env, population, False)()
+    state = {
+        "policy": population.policy_params,
+        "value": population.value_params,
+        "log_std": population.log_std,
+        "penalty": population.penalty,
+        "observ_mean": population.observ_normalizer._mean,
+        "observ_m2": population.observ_normalizer._m2,
+        "reward_mean": population.reward_scaler.normalizer._mean,
+        "reward_m2": population.reward_scaler.normalizer._m2,
+        **{f"adam_{i}": v for i, v in enumerate(population.optimizer.member_variables())},
+    }
+    before = {name: variable.numpy() for name, variable in state.items()}
+    assert not np.array_equal(before["policy"][1], before["policy"][2])
+    assert not np.array_equal(before["adam_0"][1], before["adam_0"][2])
+    rates = population.pbt_settings["learning_rate"].numpy()
+    np.testing.assert_allclose(rates, [1e-3, 2e-3, 3e-3, 4e-3])
+    source = population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+    np.testing.assert_array_equal(source, [0, 2, 2, 3])
+    for name, variable in state.items():
+        after = variable.numpy()
+        np.testing.assert_array_equal(after[1], before[name][2], err_msg=name)
+        for member in (0, 2, 3):
+            np.testing.assert_array_equal(after[member], before[name][member], err_msg=name)
+    new = population.pbt_settings["learning_rate"].numpy()
+    assert new[1] in np.float32(3e-3) * np.float32([0.8, 1.2])
+    np.testing.assert_array_equal(new[[0, 2, 3]], rates[[0, 2, 3]])
+    lambdas = population.pbt_settings["gae_lambda"].numpy()
+    assert lambdas[1] in np.minimum(np.float32(0.9) * np.float32([0.8, 1.2]), 1)  # pendulum_tf
+    assert population.pbt_values()["ppo.learning_rate"][1] == pytest.approx(new[1])
+    _call(env, population, False)()  # Trains on at the new settings.
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), new)

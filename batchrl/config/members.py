@@ -1,0 +1,205 @@
+"""A population's members in the config: their seeds, their own settings, and sweeps."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import ruamel.yaml
+
+from batchrl.config.config import Config, ConfigError, yaml_parser
+
+# Why a list is refused for keys that every member must share, by section.
+_SHARED = {
+    "env": "it sets the environments' batch or episodes, which all members share",
+    "network": "it sets the shapes of the networks, which the members share (their "
+    "parameters are stacked as [N, D])",
+    "train": "it belongs to the run, not to a member",
+}
+
+
+def member_seeds(train: Config) -> list[int]:
+    """Each member's seed: `train.seeds` if listed, else `train.seed + i` for member i."""
+    if train.seeds:
+        return [int(seed) for seed in train.seeds]
+    return [int(train.seed) + member for member in range(int(train.population))]
+
+
+def member_offsets(train: Config) -> list[int]:
+    """Each member's seed less `train.seed`: environments are seeded `seed + offset`."""
+    return [seed - int(train.seed) for seed in member_seeds(train)]
+
+
+def listed_keys(config: Config, section: str) -> list[str]:
+    """The keys of `section` that give each member its own value (a list), in order."""
+    return [key for key, value in config[section].items() if _is_member_list(value)]
+
+
+def member_settings(config: Config, section: str) -> list[dict[str, Any]]:
+    """Each member's seed and its own value of every key of `section` given as a list.
+
+    For the member table and the start of a run: [{'seed': 0, 'ppo.learning_rate': 1e-4},
+    ...], one dict per member. Keys that population-based training changes (`pbt.perturb`)
+    are listed too, from the start.
+    """
+    rows = [{"seed": seed} for seed in member_seeds(config.train)]
+    keys = listed_keys(config, section)
+    if config.pbt.interval:
+        keys += [key for key in config.pbt.perturb if key not in keys]
+    for key in keys:
+        value = config[section][key]
+        values = value if isinstance(value, tuple) else [value] * len(rows)
+        for row, member_value in zip(rows, values):
+            row[f"{section}.{key}"] = member_value
+    return rows
+
+
+def check_member_lists(
+    config: Config, scalar_keys: Iterable[str], section: str, member_keys: Sequence[str]
+) -> None:
+    """Refuses a list of values for a key unless it gives each member of a population one.
+
+    Args:
+      config: the config.
+      scalar_keys: the dotted keys whose default is a number: a list there gives each
+        member its value (the schema accepts lists of numbers for them).
+      section: the algorithm's section.
+      member_keys: the keys of `section` that a member may set on its own (for PPO:
+        `PPO.member_keys`); the algorithm must train populations.
+
+    Raises:
+      ConfigError: naming the key and why: its value does not have one element per
+        member, or the key cannot differ between members (and why not).
+    """
+    population = int(config.train.population)
+    allowed = {f"{section}.{key}" for key in member_keys}
+    for dotted in scalar_keys:
+        value = config.get(dotted)
+        if not isinstance(value, tuple):
+            continue
+        shown = list(value)
+        prefix, _, name = dotted.partition(".")
+        if dotted == "train.seed":
+            raise ConfigError(
+                f"train.seed={shown} is a list; list the members' seeds in train.seeds "
+                "instead (train.seed is the run's)."
+            )
+        if dotted not in allowed:
+            own = f"a member may have its own of: {', '.join(sorted(allowed))}"
+            if prefix in _SHARED:
+                why = _SHARED[prefix]
+            elif not member_keys:
+                why = f"algorithm {config.algorithm.name!r} trains no members with their own"
+            elif prefix == section:
+                why = "it sets shapes or loop counts that the members share (they run as "
+                why += f"one batch); {own}"
+            else:
+                why = f"it is not a member's setting; {own}"
+            raise ConfigError(
+                f"{dotted}={shown}: a list gives each member its own value, but {why}."
+            )
+        if population == 1 or len(value) != population:
+            raise ConfigError(
+                f"{dotted}={shown} has {len(value)} values, but train.population="
+                f"{population}: give one value per member, or a single value for all."
+            )
+    seeds = config.train.seeds
+    if seeds:
+        if population == 1 or len(seeds) != population:
+            raise ConfigError(
+                f"train.seeds={list(seeds)} has {len(seeds)} seeds, but train.population="
+                f"{population}: list one seed per member (a single run takes train.seed)."
+            )
+        for seed in seeds:
+            if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**31):
+                raise ConfigError(
+                    f"Invalid train.seeds={list(seeds)}; each seed must be an int in [0, 2**31)."
+                )
+
+
+def sweep_overrides(sweeps: Iterable[str], overrides: Iterable[str] = ()) -> list[str]:
+    """The overrides that make the product of `--sweep KEY=v1,v2,...` one population.
+
+    With sweeps K1 of n1 values and K2 of n2, the population has n1 n2 members; member
+    i takes the i-th combination in `itertools.product` order (K1 slowest). The overrides
+    set `train.population` and each key to its list of member values (`train.seed` to
+    `train.seeds`); a product of one member sets plain values.
+
+        sweep_overrides(['ppo.learning_rate=1e-4,1e-3', 'train.seed=0,1'])
+        -> ['train.population=4', 'ppo.learning_rate=[0.0001, 0.0001, 0.001, 0.001]',
+            'train.seeds=[0, 1, 0, 1]']
+
+    Args:
+      sweeps: strings 'dotted.key=v1,v2,...'; each value is parsed as YAML.
+      overrides: the run's `--set` overrides, which may not set a swept key,
+        `train.population` or `train.seeds`.
+
+    Raises:
+      ConfigError: a malformed sweep, a key swept twice, or set by an override too.
+    """
+    keys, grids = [], []
+    for text in sweeps:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not all(key.split(".")) or not raw.strip():
+            raise ConfigError(
+                f"Malformed --sweep {text!r}; expected dotted.key=v1,v2,..., e.g. "
+                "ppo.learning_rate=1e-4,3e-4."
+            )
+        if key in keys:
+            raise ConfigError(f"--sweep {key} is given twice; list all its values in one.")
+        if key in ("train.population", "train.seeds"):
+            raise ConfigError(
+                f"--sweep {key} is not a setting to sweep: the sweep sets it (sweep "
+                "train.seed for seeds)."
+            )
+        keys.append(key)
+        grids.append([_parse_value(text, part) for part in raw.split(",")])
+    if not keys:
+        return []
+    for override in overrides:
+        key = str(override).partition("=")[0].strip()
+        if key in (*keys, "train.population", "train.seeds"):
+            raise ConfigError(
+                f"--set {override!r} and --sweep both set {key}; the sweep sets "
+                "train.population, train.seeds and every swept key."
+            )
+    combinations = list(itertools.product(*grids))
+    members = len(combinations)
+    if members == 1:
+        return [f"{key}={_dump(value)}" for key, value in zip(keys, combinations[0])]
+    result = [f"train.population={members}"]
+    for index, key in enumerate(keys):
+        values = [combination[index] for combination in combinations]
+        name = "train.seeds" if key == "train.seed" else key
+        result.append(f"{name}={_dump(values)}")
+    return result
+
+
+def _is_member_list(value: Any) -> bool:
+    numbers = (int, float)
+    return isinstance(value, tuple) and all(
+        isinstance(x, numbers) and not isinstance(x, bool) for x in value
+    )
+
+
+def _parse_value(text: str, raw: str) -> Any:
+    try:
+        value = yaml_parser().load(raw)
+    except ruamel.yaml.YAMLError as error:
+        raise ConfigError(f"--sweep {text!r}: cannot parse {raw!r} as YAML.\n{error}") from error
+    if value is None or isinstance(value, (Mapping, list)):
+        raise ConfigError(f"--sweep {text!r}: {raw.strip()!r} is not a single value.")
+    return value
+
+
+def _dump(value: Any) -> str:
+    """A value as YAML flow text for an override: 0.0001, [0.0001, 0.001], 'clip'."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_dump(x) for x in value) + "]"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
