@@ -190,6 +190,15 @@ def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
     return run()[0].numpy()
 
 
+def build_es(config_name: str, overrides: list[str], seed: int):
+    """The config, ES and its trainer, built as the train script builds them for `seed`."""
+    config = load_run_config(config_name, overrides)
+    tf.keras.utils.set_random_seed(seed)
+    batch_env = ES.make_batch_env(config, seed)
+    algo = ES(batch_env, config, seed=seed)
+    return config, algo, ES.make_trainer(config, algo, batch_env, seed)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=10**6)

@@ -18,12 +18,10 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from routing_es import mean_text, sap_returns
+from routing_es import build_es, mean_text, sap_returns
 from routing_heuristics import evaluate as heuristic_returns
 
-from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
-from batchrl.config.run_config import load_run_config
 from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
 from batchrl.networks.graph import GraphPopulation
 
@@ -60,11 +58,7 @@ def main():
     args = parser.parse_args()
     topologies = "[" + ", ".join(args.train) + "]"
     overrides = [f"env.topologies={topologies}", f"train.seed={args.seed}", *args.set]
-    config = load_run_config(args.config, overrides)
-    tf.keras.utils.set_random_seed(args.seed)
-    batch_env = ES.make_batch_env(config, args.seed)
-    algo = ES(batch_env, config, seed=args.seed)
-    trainer = ES.make_trainer(config, algo, batch_env, args.seed)
+    config, algo, trainer = build_es(args.config, overrides, args.seed)
     print(
         f"{args.config} on {len(args.train)} topologies, seed {args.seed}: "
         f"{algo.network.num_params} parameters; load {os.getloadavg()}",

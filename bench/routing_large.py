@@ -16,11 +16,9 @@ import os
 import time
 
 import numpy as np
-import tensorflow as tf
+from routing_es import build_es
 from routing_heuristics import evaluate
 
-from batchrl.algorithms.es import ES
-from batchrl.config.run_config import load_run_config
 from batchrl.envs.routing import HEURISTICS, Routing, load_topology
 
 
@@ -65,11 +63,7 @@ def main():
         f"train.seed={args.seed}",
         *args.overrides,
     ]
-    config = load_run_config(args.config, overrides)
-    tf.keras.utils.set_random_seed(args.seed)
-    batch_env = ES.make_batch_env(config, args.seed)
-    algo = ES(batch_env, config, seed=args.seed)
-    trainer = ES.make_trainer(config, algo, batch_env, args.seed)
+    config, algo, trainer = build_es(args.config, overrides, args.seed)
     print(
         f"ES ({args.config}): {algo.network.num_params} parameters, "
         f"{2 * config.es.population} members, jit_compile {config.train.jit_compile}",
