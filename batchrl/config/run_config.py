@@ -390,6 +390,8 @@ def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
     """Refuses population-based training settings it cannot run, naming the key."""
     pbt, train = config.pbt, config.train
     _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    probability = pbt.resample_probability
+    _require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
     if not pbt.interval:
         return
     _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")

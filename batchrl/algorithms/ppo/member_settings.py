@@ -27,15 +27,26 @@ class MemberSettings:
     tracked by whoever holds `variables` (`PopulationPPO.pbt_settings`).
     """
 
-    def __init__(self, cfg: Mapping, pbt_keys: Sequence[str], members: int):
+    def __init__(
+        self,
+        cfg: Mapping,
+        pbt_keys: Sequence[str],
+        members: int,
+        resample_probability: float = 0.0,
+    ):
         """Args:
         cfg: the `ppo` section; a key of `MEMBER_KEYS` may be a tuple of M values.
         pbt_keys: the keys population-based training changes (`pbt.perturb`, or ()).
         members: M.
+        resample_probability: `pbt.resample_probability`, the chance that PBT's explore
+          step draws a copied member's value of a key afresh (`explore`).
         """
         self._cfg = cfg
         self.members = members
         self.pbt_keys = tuple(pbt_keys)
+        self.resample_probability = float(resample_probability)
+        # What a resampled key draws from: the distinct values the config gave members.
+        self.choices = {key: sorted(set(_as_tuple(cfg[key]))) for key in self.pbt_keys}
         self._listed = {
             key: tf.constant(cfg[key], tf.float32) for key in MEMBER_KEYS if _listed(cfg[key])
         }  # [M] each
@@ -53,6 +64,12 @@ class MemberSettings:
         if key in self.variables:
             return self.variables[key].read_value()
         return self._listed.get(key, self._cfg[key])
+
+    def live(self, key: str):
+        """As `get`, but a key PBT changes is its variable [M], read where it is used."""
+        if key in self.variables:
+            return self.variables[key]
+        return self.get(key)
 
     def varying(self) -> dict[str, tf.Tensor]:
         """The settings that differ by member (listed, or changed by PBT), [M] each."""
@@ -75,6 +92,12 @@ class MemberSettings:
     ) -> None:
         """PBT's explore step: copied members take their parent's values, perturbed.
 
+        Each copied member's value of each key becomes its parent's times a factor drawn
+        from `factors` (`pbt.perturb`); then, with probability `resample_probability`,
+        one of `choices[key]` instead (`pbt.resample`), clipped to the key's valid range
+        (`PBT_KEYS`). All draws come from `rng`, so that the members' own streams stay
+        as a single run's; with probability 0 nothing is drawn for resampling.
+
         Args:
           source: [M] int32, the member whose state member m took (`pbt.exploit`).
           copied: [M] bool, the members that took another's.
@@ -85,7 +108,11 @@ class MemberSettings:
             variable = self.variables[key]
             low, high = PBT_KEYS[key]
             parent = tf.gather(variable, source)
-            variable.assign(pbt.perturb(parent, copied, factors, rng, low, high))
+            new = pbt.perturb(parent, copied, factors, rng, low, high)
+            if self.resample_probability > 0:
+                choices, probability = self.choices[key], self.resample_probability
+                new = pbt.resample(new, copied, choices, probability, rng, low, high)
+            variable.assign(new)
 
     def values(self) -> dict[str, list[float]]:
         """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
@@ -101,3 +128,7 @@ def by_column(value, batch_size: int):
 
 def _listed(value) -> bool:
     return isinstance(value, tuple)
+
+
+def _as_tuple(value) -> tuple:
+    return value if _listed(value) else (value,)

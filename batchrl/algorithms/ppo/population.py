@@ -78,7 +78,8 @@ class PopulationPPO(Algorithm, Policy):
         self._rngs = [tf.random.Generator.from_seed(s) for s in seeds]
         pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
         # Each member's own values [M] of the keys given as lists or changed by PBT.
-        self._settings = MemberSettings(cfg, pbt_keys, members)
+        resample = config.pbt.resample_probability
+        self._settings = MemberSettings(cfg, pbt_keys, members, resample)
         if pbt_keys:  # Settings that population-based training changes: state.
             self.pbt_settings = self._settings.variables
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
@@ -96,7 +97,7 @@ class PopulationPPO(Algorithm, Policy):
         )
         self.reward_scaler = RewardScaler(
             self._batch_size,
-            self._settings.get("discount"),
+            self._settings.live("discount"),  # PBT may change it: read at each step.
             self._settings.clip("reward_clip"),
             "reward",
             shape=(members,),

@@ -271,3 +271,34 @@ def test_exploit_copies_exactly_the_parents_state():
     assert population.pbt_values()["ppo.learning_rate"][1] == pytest.approx(new[1])
     _call(env, population, False)()  # Trains on at the new settings.
     np.testing.assert_allclose(population.optimizer.rates.numpy(), new)
+
+
+def test_exploit_resamples_from_the_given_values_and_rewards_follow_the_new_discount():
+    """pbt.resample_probability 1: the copied member's settings are given values."""
+    members, lists = (
+        4,
+        {"learning_rate": [1e-3, 2e-3, 3e-3, 4e-3], "discount": [0.9, 0.95, 0.99, 0.9]},
+    )
+    config = _config(
+        "pendulum_tf",
+        members,
+        "train.eval_every=64",
+        "pbt.interval=64",
+        "pbt.perturb=[learning_rate, discount]",
+        "pbt.resample_probability=1",
+        *[f"ppo.{key}={values}" for key, values in lists.items()],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=members)
+    population = PopulationPPO(env, config, seed=SEED)
+    for _ in range(5):
+        source = population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+        np.testing.assert_array_equal(source, [0, 2, 2, 3])
+        for key, values in lists.items():
+            new = population.pbt_settings[key].numpy()
+            assert new[1] in np.float32(values), (key, new)
+            np.testing.assert_array_equal(new[[0, 2, 3]], np.float32(values)[[0, 2, 3]])
+    discount = population.pbt_settings["discount"].numpy()
+    scaler, ones = population.reward_scaler, tf.ones([ENVS, members])
+    for _ in range(2):  # The discounted return R <- discount R + 1, at the new discount.
+        scaler.scale(tf.range(ENVS), ones, tf.zeros([ENVS, members], tf.bool))
+    np.testing.assert_allclose(scaler.discounted_return.numpy()[0], discount + 1, rtol=1e-6)
