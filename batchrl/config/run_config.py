@@ -370,7 +370,7 @@ def _check_population(config: Config) -> None:
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
         "env.backend": (config.env.backend, "tensorflow"),
-        "network.name": (config.network.name, "feedforward"),
+        "network.name": (config.network.name, ("feedforward", "gru", "lstm")),
         "runner.name": (config.runner.name, "local"),
     }
     if config.algorithm.name == "ppo":
@@ -378,11 +378,13 @@ def _check_population(config: Config) -> None:
         needs["ppo.jit_update"] = (config.ppo.jit_update, False)
     needs["train.export_best"] = (config.train.export_best, False)
     for key, (value, valid) in needs.items():
-        if value != valid:
+        if value not in (valid if isinstance(valid, tuple) else (valid,)):
+            valid = f"one of {list(valid)}" if isinstance(valid, tuple) else repr(valid)
             raise ConfigError(
                 f"train.population={population} does not support {key}={value!r}; a "
-                f"population needs {key}={valid!r} (PPO with feed-forward networks on "
-                "environments in TensorFlow ops, runner local), or train.population=1."
+                f"population needs {key}={valid} (PPO with feed-forward or recurrent "
+                "networks on environments in TensorFlow ops, runner local), or "
+                "train.population=1."
             )
 
 

@@ -24,7 +24,7 @@ def test_a_population_of_the_tensorflow_presets_loads():
         ("cartpole_dqn_tf", [], r"algorithm.name='dqn'"),
         ("pendulum_sac_tf", [], r"algorithm.name='sac'"),
         ("cartpole", [], r"env.backend='gymnasium'.*env.backend='tensorflow'"),
-        ("cartpole_tf", ["network.name=gru"], r"network.name='gru'.*'feedforward'"),
+        ("cartpole_tf", ["network.name=graph"], r"network.name='graph'.*'feedforward', 'gru'"),
         ("cartpole_tf", ["runner.name=ray"], r"runner.name='ray'.*runner.name='local'"),
         ("cartpole_tf", ["ppo.update_mode=episodes"], r"ppo.update_mode='episodes'"),
         ("cartpole_tf", ["ppo.jit_update=true"], r"ppo.jit_update=True"),

@@ -160,3 +160,14 @@ def test_population_based_training_logs_its_lineage(tmp_path):
     evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
     assert [step for step, _ in evaluations] == [128, 256, 256]
     assert row["eval_return"] == pytest.approx(evaluations[-1][1])
+
+
+def test_a_recurrent_population_trains_evaluates_and_exports_each_member(tmp_path):
+    config = _debug("network.name=lstm", "network.recurrent_units=8", "train.total_steps=128")
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] == 128 and len(result["members"]) == 3
+    assert all(math.isfinite(row["eval_return"]) for row in result["members"])
+    policy = tf.saved_model.load(str(tmp_path / "policies" / "member-02"))
+    state = policy.initial_state(2)
+    output = policy(tf.zeros([2, 4]), state)
+    assert output["action"].shape == (2,) and output["state"].shape == state.shape

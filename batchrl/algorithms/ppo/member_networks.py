@@ -7,17 +7,19 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from batchrl.algorithms.ppo.ppo import make_networks
-from batchrl.networks import PopulationMLP
+from batchrl.networks import PopulationMLP, PopulationRecurrent, is_recurrent
 
 
 class MemberNetworks:
     """The policy and value networks of M members: parameters [M, D], one batched pass.
 
     Member m's parameters start as those of the networks `PPO` builds under its seed;
-    `PopulationMLP`s evaluate every member with one batched product per layer.
+    `PopulationMLP`s (and a `PopulationRecurrent` policy for network.name gru or lstm)
+    evaluate every member with one batched product per layer.
 
         nets = MemberNetworks(config.network, batch_env, seeds=[5, 6, 7])
         output = nets.policy_output(observ)         # [M, N, O] -> [M, N, size]
+        output, state = nets.policy_step(observ, state)   # recurrent: state [M, N, S]
         dist = nets.dist(output)                    # batch shape [M, N]
         value = nets.value_of(observ)               # [M, N]
 
@@ -32,7 +34,7 @@ class MemberNetworks:
         its networks are initialized, as a single run of that seed does.
 
         Args:
-          network: the `network` section (feed-forward, vector observations).
+          network: the `network` section (feedforward, gru or lstm; vector observations).
           batch_env: the environments, for their observation and action spaces.
           seeds: each member's seed, M of them.
         """
@@ -43,7 +45,19 @@ class MemberNetworks:
         self.head = singles[0][0]  # Holds the action space; its log_std is unused.
         (observ_size,) = tuple(batch_env.observation_space.shape)
         size, activation = self.head.size, network.activation
-        self.policy = PopulationMLP(observ_size, network.policy_layers, size, activation, 0.01)
+        self.recurrent = is_recurrent(network)
+        if self.recurrent:
+            self.policy = PopulationRecurrent(
+                network.name,
+                network.recurrent_units,
+                observ_size,
+                network.policy_layers,
+                size,
+                activation,
+                0.01,
+            )
+        else:
+            self.policy = PopulationMLP(observ_size, network.policy_layers, size, activation, 0.01)
         self.value = PopulationMLP(observ_size, network.value_layers, 1, activation, 1.0)
         self.policy_params = tf.Variable(
             tf.stack([self.policy.flatten(policy) for _, policy, _ in singles]), name="policy"
@@ -63,8 +77,23 @@ class MemberNetworks:
         return variables if self.log_std is None else [*variables, self.log_std]
 
     def policy_output(self, observ: tf.Tensor) -> tf.Tensor:
-        """Policy outputs [M, n, size] of normalized observations [M, n, O]."""
+        """Policy outputs [M, n, size] of normalized observations [M, n, O] (feed-forward)."""
         return self.policy.apply(self.policy_params, observ)
+
+    def policy_step(self, observ: tf.Tensor, state: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """A recurrent policy's outputs [M, n, size] and states [M, n, S] after one step."""
+        return self.policy.step(self.policy_params, observ, state)
+
+    def unroll(self, observ: tf.Tensor, first: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
+        """A recurrent policy's outputs [M, T, n, size] on rollouts [M, T, n, O].
+
+        Replays each column from its state [M, n, S]; `first` [M, T, n] restarts it.
+        """
+        time_major = [1, 0, 2]
+        observ = tf.transpose(observ, [*time_major, 3])  # [T, M, n, O]
+        first = tf.transpose(first, time_major)  # [T, M, n]
+        output = self.policy.unroll(self.policy_params, observ, first, state)
+        return tf.transpose(output, [*time_major, 3])  # [M, T, n, size]
 
     def value_of(self, observ: tf.Tensor) -> tf.Tensor:
         """Values [M, n] of normalized observations [M, n, O]."""

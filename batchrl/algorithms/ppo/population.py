@@ -40,13 +40,14 @@ class PopulationPPO(Algorithm, Policy):
     drawing from the M random streams loops over members: a `tf.random.Generator` has
     no batched form, and a stateless sampler takes one seed (a `tf.map_fn`).
 
-    Feed-forward networks on vector observations, fixed-length rollouts (update_mode
-    'steps'); `simulate` calls `perform` and `experience` with all M B agents.
+    Feed-forward or recurrent (gru, lstm: `PopulationRecurrent`, a state [S] per agent,
+    columns replayed from their first state as `PPO` does) networks on vector
+    observations, fixed-length rollouts (update_mode 'steps'); `simulate` calls
+    `perform` and `experience` with all M B agents.
     """
 
     config_section = "ppo"
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
-    recurrent = False
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates the members' networks, optimizer state and buffers.
@@ -108,6 +109,7 @@ class PopulationPPO(Algorithm, Policy):
         self.policy_params, self.value_params = nets.policy_params, nets.value_params
         self.log_std = nets.log_std  # [M, A], or None for a categorical policy.
         self._trainable = nets.trainable
+        self.recurrent = nets.recurrent
         self.optimizer = optimizers.MemberAdam(members, epsilon=1e-5)
         self.optimizer.build(self._trainable)
         penalty = tf.broadcast_to(self._settings.get("kl_init_penalty"), [members])
@@ -118,6 +120,11 @@ class PopulationPPO(Algorithm, Policy):
         self._latest = Untracked({name: _zeros([members]) for name in SUMMARIES})
 
         agents = members * self._batch_size
+        if self.recurrent:
+            # Each agent's policy state, and the states the rollout started from.
+            self._state = _zeros([agents, self.policy.state_size])
+            self._rollout_state = _zeros([agents, self.policy.state_size])
+            self._first = _zeros([agents], tf.bool)  # The next step begins an episode.
         head = nets.head
         self._sample_shape, self._sample_dtype = nets.sample_shape, nets.sample_dtype
         self._last_sample = _zeros((agents, *self._sample_shape), self._sample_dtype)
@@ -131,18 +138,34 @@ class PopulationPPO(Algorithm, Policy):
             "terminated": ((), tf.bool),
             "truncated": ((), tf.bool),
         }
+        if self.recurrent:
+            spec["first"] = ((), tf.bool)
         self.rollout = RolloutBuffer(cfg.rollout_length, agents, spec)
 
     # Collect.
 
     @tf.autograph.experimental.do_not_convert
     def begin_episodes(self, agent_indices):
-        del agent_indices  # Feed-forward members in fixed-length rollouts keep nothing.
+        if self.recurrent:  # Feed-forward members in fixed-length rollouts keep nothing.
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
+            self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         del agent_indices  # All agents, as `simulate` calls it.
-        output = self._nets.policy_output(self._normalize(observ))  # [M, B, size]
+        if self.recurrent:
+            state = self._state.read_value()  # [M B, S]
+
+            def remember_start():
+                self._rollout_state.assign(state)
+
+            tf.cond(self.rollout.step == 0, remember_start, lambda: None)
+            by_member = layout.by_member(state, self.members)  # [M, B, S]
+            output, state = self._nets.policy_step(self._normalize(observ), by_member)
+            self._state.assign(layout.flat(state))
+        else:
+            output = self._nets.policy_output(self._normalize(observ))  # [M, B, size]
         sample = self._nets.sample(output, self._seeds())  # [M, B, ...]
         self._last_sample.assign(layout.flat(sample))
         self._last_output.assign(layout.flat(output))
@@ -160,6 +183,9 @@ class PopulationPPO(Algorithm, Policy):
             "terminated": terminated,
             "truncated": truncated,
         }
+        if self.recurrent:
+            step["first"] = self._first.read_value()
+            self._first.assign(tf.zeros_like(self._first))
         self.observ_normalizer.update(self._by_agent(observ))  # [B, M, O]
         if self._cfg.normalize_reward:
             done = tf.logical_or(terminated, truncated)
@@ -180,6 +206,8 @@ class PopulationPPO(Algorithm, Policy):
     @tf.autograph.experimental.do_not_convert
     def update(self):
         batch = self.rollout.read()
+        if self.recurrent:
+            batch["state"] = self._rollout_state.read_value()  # [M B, S]
         self.rollout.clear()
         self.learn(batch)
 
@@ -188,6 +216,9 @@ class PopulationPPO(Algorithm, Policy):
     @tf.autograph.experimental.do_not_convert
     def learn(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Updates every member on its columns of a rollout [T, M B, ...] (as PPO.learn).
+
+        A recurrent population's batch also holds `first` [T, M B] and `state` [M B, S],
+        the states the columns started from; it trains on minibatches of whole columns.
 
         Returns:
           Each member's means over all minibatches of the losses, gradient norm and
@@ -217,17 +248,24 @@ class PopulationPPO(Algorithm, Policy):
         data = {key: self._to_members(v) for key, v in data.items()}  # [M, T B, ...]
         if cfg.normalize_advantage:
             data["advantage"] = tf.vectorized_map(utility.normalize_advantage, data["advantage"])
+        explained_variance = tf.vectorized_map(
+            lambda pair: utility.explained_variance(*pair), (data["old_value"], data["target"])
+        )  # [M]
         old_log_std = None if self.log_std is None else tf.identity(self.log_std)
         self.optimizer.rates.assign(tf.broadcast_to(self._learning_rate(), [self.members]))
-        metrics = self._update.epochs(data, old_log_std, steps * self._batch_size)
-        kl = self._update.mean_kl(data, old_log_std)  # [M]
+        total, states = steps * self._batch_size, None
+        if self.recurrent:  # Minibatches of whole columns, replayed from their first state.
+            data["first"] = self._to_members(batch["first"])
+            shape = [self.members, steps, self._batch_size]
+            data = {key: tf.reshape(v, [*shape, *v.shape[2:]]) for key, v in data.items()}
+            total, states = self._batch_size, layout.by_member(batch["state"], self.members)
+        metrics = self._update.epochs(data, old_log_std, total, states)
+        kl = self._update.mean_kl(data, old_log_std, states)  # [M]
         if cfg.objective == "kl_penalty":
             kl_target = self._settings.get("kl_target")
             self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, kl_target))
         metrics["kl"] = kl
-        metrics["explained_variance"] = tf.vectorized_map(
-            lambda pair: utility.explained_variance(*pair), (data["old_value"], data["target"])
-        )
+        metrics["explained_variance"] = explained_variance
         values = dict(
             metrics,
             penalty_coefficient=self.penalty.read_value(),
@@ -291,12 +329,31 @@ class PopulationPPO(Algorithm, Policy):
 
     def act(self, observ, deterministic: bool = True):
         """Actions [M N, ...] for raw observations [M N, ...]: member m acts for rows m N..."""
+        if self.recurrent:
+            raise ValueError(
+                f"A recurrent population ({self.policy.cell}) needs its state: use "
+                "initial_state() and act_recurrent()."
+            )
         output = self._nets.policy_output(self._normalize(observ))  # [M, N, size]
         if deterministic:
             sample = self._nets.mode(output)
         else:
             sample = self._nets.sample(output, self._seeds())
         return self._nets.head.to_env_action(layout.flat(sample))
+
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """The states [N, S] of recurrent agents at the start of an episode (zeros)."""
+        return self.policy.initial_state(batch_size)
+
+    def act_recurrent(self, observ, state, deterministic: bool = True):
+        """Actions [M N, ...] and states [M N, S] for raw observations and states [M N, ...]."""
+        state = layout.by_member(state, self.members)  # [M, N, S]
+        output, state = self._nets.policy_step(self._normalize(observ), state)
+        if deterministic:
+            sample = self._nets.mode(output)
+        else:
+            sample = self._nets.sample(output, self._seeds())
+        return self._nets.head.to_env_action(layout.flat(sample)), layout.flat(state)
 
     def member_policy(self, member: int) -> MemberPolicy:
         """Member `member` alone, as a `Policy` for export (a copy of its variables)."""
