@@ -88,10 +88,19 @@ def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
 
 
 PBT = ("train.population=4", "pbt.interval=128", "pbt.perturb=[learning_rate, clip_ratio]")
+# Recurrent members, with resampling PBT of the discount too.
+GRU_PBT = (
+    "network.name=gru",
+    "network.recurrent_units=8",
+    *PBT[:2],
+    "pbt.perturb=[learning_rate, discount]",
+    "pbt.resample_probability=0.5",
+    "ppo.discount=[0.9, 0.95, 0.99, 0.999]",
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overrides", [(), PBT], ids=["plain", "pbt"])
+@pytest.mark.parametrize("overrides", [(), PBT, GRU_PBT], ids=["plain", "pbt", "gru-pbt"])
 def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path, overrides):
     """With PBT, the exploit at 128 is in the checkpoint of 128, its settings too."""
     train(_debug(*overrides), tmp_path / "whole", progress=quiet)
