@@ -36,3 +36,28 @@ def to_time(x: tf.Tensor, members: int, batch_size: int) -> tf.Tensor:
     """Member-major [M, T B] -> time-major [T, M B]."""
     x = tf.reshape(x, [members, -1, batch_size])
     return tf.reshape(tf.transpose(x, [1, 0, 2]), [-1, members * batch_size])
+
+
+class MemberLayout:
+    """The reshapes above for a population of `members` members of `batch_size` agents."""
+
+    def __init__(self, members: int, batch_size: int):
+        self.members, self.batch_size = members, batch_size
+
+    def by_member(self, x: tf.Tensor) -> tf.Tensor:
+        return by_member(x, self.members)  # [M, N, ...]
+
+    def by_agent(self, x: tf.Tensor) -> tf.Tensor:
+        return by_agent(x, self.members)  # [N, M, ...]
+
+    def to_members(self, x: tf.Tensor) -> tf.Tensor:
+        return to_members(x, self.members, self.batch_size)  # [M, T B, ...]
+
+    def to_time(self, x: tf.Tensor) -> tf.Tensor:
+        return to_time(x, self.members, self.batch_size)  # [T, M B]
+
+    def by_column(self, value):
+        """A member setting [M] as one value per column [M B] of a rollout; a float as is."""
+        if isinstance(value, tf.Tensor):
+            return tf.repeat(value, self.batch_size)
+        return value

@@ -36,7 +36,7 @@ class MemberPolicy(tf.Module, Policy):
         self.member = member
         self.recurrent = population.recurrent
         self._network = Untracked({"policy": population.policy, "head": population._nets.head})
-        self._sample_dtype = population._sample_dtype
+        self._sample_dtype = population._nets.sample_dtype
         self.observ_normalizer = population.observ_normalizer.select(rows)
         self.policy_params = tf.Variable(
             tf.gather(population.policy_params, rows), trainable=False

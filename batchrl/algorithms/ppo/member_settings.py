@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.ppo.ppo import MEMBER_KEYS, PBT_KEYS
 from batchrl.parts import pbt
+from batchrl.parts.schedules import learning_rate
 
 
 class MemberSettings:
@@ -114,16 +115,21 @@ class MemberSettings:
                 new = pbt.resample(new, copied, choices, probability, rng, low, high)
             variable.assign(new)
 
+    def learning_rate(self, step: tf.Variable | None, total_steps: int):
+        """The learning rate at `step` (`ppo.learning_rate_schedule`), or each member's [M].
+
+        A rate PBT changes is the schedule's factor times each member's variable.
+        """
+        cfg = self._cfg
+        schedule = cfg["learning_rate_schedule"]
+        if "learning_rate" in self.variables:
+            factor = learning_rate(1.0, schedule, step, total_steps)
+            return factor * self.variables["learning_rate"]
+        return learning_rate(cfg["learning_rate"], schedule, step, total_steps)
+
     def values(self) -> dict[str, list[float]]:
         """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
         return {f"ppo.{key}": self.variables[key].numpy().tolist() for key in self.pbt_keys}
-
-
-def by_column(value, batch_size: int):
-    """A member setting [M] as one value per column [M B] of a rollout; a float as is."""
-    if isinstance(value, tf.Tensor):
-        return tf.repeat(value, batch_size)
-    return value
 
 
 def _listed(value) -> bool:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import layout, utility
+from batchrl.algorithms.ppo.core_states import CoreStates
+from batchrl.algorithms.ppo.layout import MemberLayout
 from batchrl.algorithms.ppo.member_networks import MemberNetworks
+from batchrl.algorithms.ppo.member_normalizers import MemberNormalizers
 from batchrl.algorithms.ppo.member_policy import MemberPolicy
-from batchrl.algorithms.ppo.member_settings import MemberSettings, by_column
+from batchrl.algorithms.ppo.member_settings import MemberSettings
 from batchrl.algorithms.ppo.member_update import MemberUpdate
 from batchrl.algorithms.ppo.ppo import PPO, SUMMARIES
 from batchrl.config.members import member_seeds
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import optimizers, pbt
-from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.rollout_buffer import RolloutBuffer
-from batchrl.parts.schedules import learning_rate
 from batchrl.parts.untracked import Untracked
 
 
@@ -35,15 +36,15 @@ class PopulationPPO(Algorithm, Policy):
 
     Tensors carry the member axis first, [M, ...]; the environments' agents are
     member-major (agent m B + b is member m's b). One batched product per layer
-    (`PopulationMLP`) evaluates every member; the optimizer updates the stacked
-    parameters [M, D] elementwise, each member's rows at its learning rate. Only
-    drawing from the M random streams loops over members: a `tf.random.Generator` has
-    no batched form, and a stateless sampler takes one seed (a `tf.map_fn`).
+    (`PopulationMLP`, `PopulationRecurrent`) evaluates every member; the optimizer
+    updates the stacked parameters [M, D] elementwise, each member's rows at its
+    learning rate. Only drawing from the M random streams loops over members: a
+    `tf.random.Generator` has no batched form, and a stateless sampler takes one seed.
 
-    Feed-forward or recurrent (gru, lstm: `PopulationRecurrent`, a state [S] per agent,
-    columns replayed from their first state as `PPO` does) networks on vector
-    observations, fixed-length rollouts (update_mode 'steps'); `simulate` calls
-    `perform` and `experience` with all M B agents.
+    Feed-forward or recurrent (gru, lstm: a state [S] per agent, columns replayed from
+    their first state as `PPO` does) networks on vector observations, fixed-length
+    rollouts (update_mode 'steps'); `simulate` calls `perform` and `experience` with all
+    M B agents.
     """
 
     config_section = "ppo"
@@ -67,14 +68,14 @@ class PopulationPPO(Algorithm, Policy):
         del seed  # Each member's comes from the config: `member_seeds`.
         PPO.check_config(config)
         cfg = self._cfg = config.ppo
-        network = config.network
         members = self.members = int(config.train.population)
         if len(batch_env) % members:
             raise ValueError(f"{len(batch_env)} environments cannot be split into {members}.")
         self._total_steps = int(config.train.total_steps)
         self._step = step
         self._batch_size = len(batch_env) // members
-        self._observ_shape = tuple(batch_env.observation_space.shape)
+        self._layout = MemberLayout(members, self._batch_size)
+        observ_shape = tuple(batch_env.observation_space.shape)
         seeds = member_seeds(config.train)
         self._rngs = [tf.random.Generator.from_seed(s) for s in seeds]
         pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
@@ -84,34 +85,16 @@ class PopulationPPO(Algorithm, Policy):
         if pbt_keys:  # Settings that population-based training changes: state.
             self.pbt_settings = self._settings.variables
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
-
-        normalize = cfg.normalize_observ
-        observ_clip = self._settings.clip("observ_clip")
-        if isinstance(observ_clip, tf.Tensor):
-            observ_clip = observ_clip[:, None]  # [M, 1], for values [N, M, O].
-        self.observ_normalizer = StreamingNormalizer(
-            (members, *self._observ_shape),
-            center=normalize,
-            scale=normalize,
-            clip=observ_clip if normalize else 0.0,
-            name="observ",
-        )
-        self.reward_scaler = RewardScaler(
-            self._batch_size,
-            self._settings.live("discount"),  # PBT may change it: read at each step.
-            self._settings.clip("reward_clip"),
-            "reward",
-            shape=(members,),
-        )
-        nets = self._nets = MemberNetworks(network, batch_env, seeds)
+        norms = self._norms = MemberNormalizers(cfg, self._settings, self._layout, observ_shape)
+        nets = self._nets = MemberNetworks(config.network, batch_env, seeds)
         # The variables under the names checkpoints have always given them.
+        self.observ_normalizer, self.reward_scaler = norms.observ, norms.reward
         self.policy, self.value = nets.policy, nets.value  # Batched passes: no variables.
         self.policy_params, self.value_params = nets.policy_params, nets.value_params
         self.log_std = nets.log_std  # [M, A], or None for a categorical policy.
-        self._trainable = nets.trainable
         self.recurrent = nets.recurrent
         self.optimizer = optimizers.MemberAdam(members, epsilon=1e-5)
-        self.optimizer.build(self._trainable)
+        self.optimizer.build(nets.trainable)
         penalty = tf.broadcast_to(self._settings.get("kl_init_penalty"), [members])
         self.penalty = tf.Variable(penalty, trainable=False, name="penalty")
         self._update = MemberUpdate(
@@ -120,25 +103,20 @@ class PopulationPPO(Algorithm, Policy):
         self._latest = Untracked({name: _zeros([members]) for name in SUMMARIES})
 
         agents = members * self._batch_size
-        if self.recurrent:
-            # Each agent's policy state, and the states the rollout started from.
-            self._state = _zeros([agents, self.policy.state_size])
-            self._rollout_state = _zeros([agents, self.policy.state_size])
-            self._first = _zeros([agents], tf.bool)  # The next step begins an episode.
-        head = nets.head
-        self._sample_shape, self._sample_dtype = nets.sample_shape, nets.sample_dtype
-        self._last_sample = _zeros((agents, *self._sample_shape), self._sample_dtype)
-        self._last_output = _zeros((agents, head.size))
+        sample_shape, sample_dtype = nets.sample_shape, nets.sample_dtype
+        self._last_sample = _zeros((agents, *sample_shape), sample_dtype)
+        self._last_output = _zeros((agents, nets.head.size))
         spec = {
-            "observ": (self._observ_shape, tf.float32),
-            "next_observ": (self._observ_shape, tf.float32),
-            "sample": (self._sample_shape, self._sample_dtype),
-            "output": ((head.size,), tf.float32),
+            "observ": (observ_shape, tf.float32),
+            "next_observ": (observ_shape, tf.float32),
+            "sample": (sample_shape, sample_dtype),
+            "output": ((nets.head.size,), tf.float32),
             "reward": ((), tf.float32),
             "terminated": ((), tf.bool),
             "truncated": ((), tf.bool),
         }
-        if self.recurrent:
+        if self.recurrent:  # Each agent's state, and whether a step began its episode.
+            self.core_states = CoreStates(agents, self.policy.state_size)
             spec["first"] = ((), tf.bool)
         self.rollout = RolloutBuffer(cfg.rollout_length, agents, spec)
 
@@ -147,25 +125,18 @@ class PopulationPPO(Algorithm, Policy):
     @tf.autograph.experimental.do_not_convert
     def begin_episodes(self, agent_indices):
         if self.recurrent:  # Feed-forward members in fixed-length rollouts keep nothing.
-            rows = agent_indices[:, None]
-            self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
-            self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
+            self.core_states.begin(agent_indices)
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         del agent_indices  # All agents, as `simulate` calls it.
+        observ = self._norms.normalize(observ)  # [M, B, O]
         if self.recurrent:
-            state = self._state.read_value()  # [M B, S]
-
-            def remember_start():
-                self._rollout_state.assign(state)
-
-            tf.cond(self.rollout.step == 0, remember_start, lambda: None)
-            by_member = layout.by_member(state, self.members)  # [M, B, S]
-            output, state = self._nets.policy_step(self._normalize(observ), by_member)
-            self._state.assign(layout.flat(state))
+            state = self.core_states.read(self.rollout.step == 0)  # [M B, S]
+            output, state = self._nets.policy_step(observ, self._layout.by_member(state))
+            self.core_states.write(layout.flat(state))
         else:
-            output = self._nets.policy_output(self._normalize(observ))  # [M, B, size]
+            output = self._nets.policy_output(observ)  # [M, B, size]
         sample = self._nets.sample(output, self._seeds())  # [M, B, ...]
         self._last_sample.assign(layout.flat(sample))
         self._last_output.assign(layout.flat(output))
@@ -175,25 +146,17 @@ class PopulationPPO(Algorithm, Policy):
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
         step = {
-            "observ": layout.flat(self._normalize(observ)),  # [M B, O]
-            "next_observ": layout.flat(self._normalize(next_observ)),  # [M B, O]
+            "observ": layout.flat(self._norms.normalize(observ)),  # [M B, O]
+            "next_observ": layout.flat(self._norms.normalize(next_observ)),  # [M B, O]
             "sample": self._last_sample.read_value(),
             "output": self._last_output.read_value(),
-            "reward": reward,
             "terminated": terminated,
             "truncated": truncated,
         }
         if self.recurrent:
-            step["first"] = self._first.read_value()
-            self._first.assign(tf.zeros_like(self._first))
-        self.observ_normalizer.update(self._by_agent(observ))  # [B, M, O]
-        if self._cfg.normalize_reward:
-            done = tf.logical_or(terminated, truncated)
-            indices = tf.range(self._batch_size)
-            scaled = self.reward_scaler.scale(
-                indices, self._by_agent(reward), self._by_agent(done)
-            )  # [B, M]
-            step["reward"] = tf.reshape(tf.transpose(scaled), [-1])  # [M B]
+            step["first"] = self.core_states.take_first()  # [M B]
+        done = tf.logical_or(terminated, truncated)
+        step["reward"] = self._norms.update(observ, reward, done)  # [M B]
         self.rollout.append(agent_indices, step)
 
     @tf.autograph.experimental.do_not_convert
@@ -207,7 +170,7 @@ class PopulationPPO(Algorithm, Policy):
     def update(self):
         batch = self.rollout.read()
         if self.recurrent:
-            batch["state"] = self._rollout_state.read_value()  # [M B, S]
+            batch["state"] = self.core_states.rollout_start.read_value()  # [M B, S]
         self.rollout.clear()
         self.learn(batch)
 
@@ -224,18 +187,18 @@ class PopulationPPO(Algorithm, Policy):
           Each member's means over all minibatches of the losses, gradient norm and
           clip fraction, and its `kl` and `explained_variance`, each [M].
         """
-        cfg = self._cfg
+        cfg, settings, lay = self._cfg, self._settings, self._layout
         steps = batch["reward"].shape[0]
-        value = self._to_time(self._nets.value_of(self._to_members(batch["observ"])))  # [T, M B]
-        next_value = self._to_time(self._nets.value_of(self._to_members(batch["next_observ"])))
+        value = lay.to_time(self._nets.value_of(lay.to_members(batch["observ"])))  # [T, M B]
+        next_value = lay.to_time(self._nets.value_of(lay.to_members(batch["next_observ"])))
         advantage = utility.gae(
             batch["reward"],
             value,
             next_value,
             batch["terminated"],
             batch["truncated"],
-            self._by_column(self._settings.get("discount")),
-            self._by_column(self._settings.get("gae_lambda")),
+            lay.by_column(settings.get("discount")),
+            lay.by_column(settings.get("gae_lambda")),
         )  # [T, M B]
         data = {
             "observ": batch["observ"],
@@ -245,24 +208,25 @@ class PopulationPPO(Algorithm, Policy):
             "target": advantage + value,
             "old_value": value,
         }
-        data = {key: self._to_members(v) for key, v in data.items()}  # [M, T B, ...]
+        data = {key: lay.to_members(v) for key, v in data.items()}  # [M, T B, ...]
         if cfg.normalize_advantage:
             data["advantage"] = tf.vectorized_map(utility.normalize_advantage, data["advantage"])
         explained_variance = tf.vectorized_map(
             lambda pair: utility.explained_variance(*pair), (data["old_value"], data["target"])
         )  # [M]
         old_log_std = None if self.log_std is None else tf.identity(self.log_std)
-        self.optimizer.rates.assign(tf.broadcast_to(self._learning_rate(), [self.members]))
+        rates = settings.learning_rate(self._step, self._total_steps)
+        self.optimizer.rates.assign(tf.broadcast_to(rates, [self.members]))
         total, states = steps * self._batch_size, None
         if self.recurrent:  # Minibatches of whole columns, replayed from their first state.
-            data["first"] = self._to_members(batch["first"])
+            data["first"] = lay.to_members(batch["first"])
             shape = [self.members, steps, self._batch_size]
             data = {key: tf.reshape(v, [*shape, *v.shape[2:]]) for key, v in data.items()}
-            total, states = self._batch_size, layout.by_member(batch["state"], self.members)
+            total, states = self._batch_size, lay.by_member(batch["state"])  # [M, B, S]
         metrics = self._update.epochs(data, old_log_std, total, states)
         kl = self._update.mean_kl(data, old_log_std, states)  # [M]
         if cfg.objective == "kl_penalty":
-            kl_target = self._settings.get("kl_target")
+            kl_target = settings.get("kl_target")
             self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, kl_target))
         metrics["kl"] = kl
         metrics["explained_variance"] = explained_variance
@@ -270,21 +234,11 @@ class PopulationPPO(Algorithm, Policy):
             metrics,
             penalty_coefficient=self.penalty.read_value(),
             learning_rate=self.optimizer.rates.read_value(),
-            mean_scaled_reward=tf.reduce_mean(self._to_members(batch["reward"]), 1),
+            mean_scaled_reward=tf.reduce_mean(lay.to_members(batch["reward"]), 1),
         )
         for name, value in values.items():
             self._latest.variables[name].assign(value)
         return metrics
-
-    def _learning_rate(self):
-        """The learning rate, or each member's [M], at the current step."""
-        cfg = self._cfg
-        if "learning_rate" in self._settings.pbt_keys:  # The schedule's factor times each's.
-            factor = learning_rate(1.0, cfg.learning_rate_schedule, self._step, self._total_steps)
-            return factor * self.pbt_settings["learning_rate"]
-        return learning_rate(
-            cfg.learning_rate, cfg.learning_rate_schedule, self._step, self._total_steps
-        )
 
     def summaries(self) -> dict[str, tf.Tensor]:
         """Each member's scalars of the latest update, {'ppo/<name>': [M]}."""
@@ -299,7 +253,9 @@ class PopulationPPO(Algorithm, Policy):
         top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
         KL penalty and observation and reward normalizer statistics are the parent's
         rows. Their `pbt.perturb` settings become the parent's times a factor drawn from
-        `factors` (`pbt.perturb`). Random streams and environments stay the member's.
+        `factors`, or with `pbt.resample_probability` values drawn afresh
+        (`MemberSettings.explore`). Random streams, environments and the recurrent states
+        of the episodes under way stay the member's.
 
         Args:
           scores: [M] each member's latest evaluation return (NaN: none, ranks lowest).
@@ -310,14 +266,9 @@ class PopulationPPO(Algorithm, Policy):
           `source` [M] int32: the member whose state member m took (m if it kept its own).
         """
         source, copied = pbt.exploit(scores, quantile, self._pbt_rng)
-        state = [self.policy_params, self.value_params, self.penalty]
-        state += self.optimizer.member_variables()
-        if self.log_std is not None:
-            state.append(self.log_std)
-        for variable in state:
+        for variable in [*self._nets.trainable, self.penalty, *self.optimizer.member_variables()]:
             variable.assign(tf.gather(variable, source))
-        self.observ_normalizer.copy_rows(source)
-        self.reward_scaler.normalizer.copy_rows(source)
+        self._norms.copy_rows(source)
         self._settings.explore(source, copied, factors, self._pbt_rng)
         return source
 
@@ -334,12 +285,8 @@ class PopulationPPO(Algorithm, Policy):
                 f"A recurrent population ({self.policy.cell}) needs its state: use "
                 "initial_state() and act_recurrent()."
             )
-        output = self._nets.policy_output(self._normalize(observ))  # [M, N, size]
-        if deterministic:
-            sample = self._nets.mode(output)
-        else:
-            sample = self._nets.sample(output, self._seeds())
-        return self._nets.head.to_env_action(layout.flat(sample))
+        output = self._nets.policy_output(self._norms.normalize(observ))  # [M, N, size]
+        return self._action(output, deterministic)
 
     def initial_state(self, batch_size) -> tf.Tensor:
         """The states [N, S] of recurrent agents at the start of an episode (zeros)."""
@@ -347,39 +294,25 @@ class PopulationPPO(Algorithm, Policy):
 
     def act_recurrent(self, observ, state, deterministic: bool = True):
         """Actions [M N, ...] and states [M N, S] for raw observations and states [M N, ...]."""
-        state = layout.by_member(state, self.members)  # [M, N, S]
-        output, state = self._nets.policy_step(self._normalize(observ), state)
-        if deterministic:
-            sample = self._nets.mode(output)
-        else:
-            sample = self._nets.sample(output, self._seeds())
-        return self._nets.head.to_env_action(layout.flat(sample)), layout.flat(state)
+        observ, state = self._norms.normalize(observ), self._layout.by_member(state)
+        output, state = self._nets.policy_step(observ, state)  # [M, N, size], [M, N, S]
+        return self._action(output, deterministic), layout.flat(state)
 
     def member_policy(self, member: int) -> MemberPolicy:
         """Member `member` alone, as a `Policy` for export (a copy of its variables)."""
         return MemberPolicy(self, member)
 
-    # Layouts and random draws.
+    def _action(self, output, deterministic: bool):
+        """Environment actions [M N, ...] for outputs [M, N, size]: modes, or samples."""
+        if deterministic:
+            sample = self._nets.mode(output)
+        else:
+            sample = self._nets.sample(output, self._seeds())
+        return self._nets.head.to_env_action(layout.flat(sample))
 
     def _seeds(self):
         """A stateless seed [M, 2] from each member's stream (a Generator has no batch)."""
         return tf.stack([tf.cast(rng.make_seeds(1)[:, 0], tf.int32) for rng in self._rngs])
-
-    def _normalize(self, observ):
-        """Normalized observations [M, N, O] of raw ones [M N, O], each by its member's."""
-        return tf.transpose(self.observ_normalizer.normalize(self._by_agent(observ)), [1, 0, 2])
-
-    def _by_agent(self, x):
-        return layout.by_agent(x, self.members)  # [N, M, ...]
-
-    def _to_members(self, x):
-        return layout.to_members(x, self.members, self._batch_size)  # [M, T B, ...]
-
-    def _to_time(self, x):
-        return layout.to_time(x, self.members, self._batch_size)  # [T, M B]
-
-    def _by_column(self, value):
-        return by_column(value, self._batch_size)  # [M B], or a float
 
 
 def _zeros(shape, dtype=tf.float32):
