@@ -76,6 +76,25 @@ class MemberNetworks:
         variables = [self.policy_params, self.value_params]
         return variables if self.log_std is None else [*variables, self.log_std]
 
+    def rollout_spec(self, observ_shape) -> dict[str, tuple]:
+        """The shape and dtype of each field of an agent's step in a rollout, as `PPO`'s.
+
+        `sample` and `output` are what these networks' policy drew and computed; a
+        recurrent policy's rollout also stores `first`, whether the step began an episode.
+        """
+        spec = {
+            "observ": (tuple(observ_shape), tf.float32),
+            "next_observ": (tuple(observ_shape), tf.float32),
+            "sample": (self.sample_shape, self.sample_dtype),
+            "output": ((self.head.size,), tf.float32),
+            "reward": ((), tf.float32),
+            "terminated": ((), tf.bool),
+            "truncated": ((), tf.bool),
+        }
+        if self.recurrent:
+            spec["first"] = ((), tf.bool)
+        return spec
+
     def policy_output(self, observ: tf.Tensor) -> tf.Tensor:
         """Policy outputs [M, n, size] of normalized observations [M, n, O] (feed-forward)."""
         return self.policy.apply(self.policy_params, observ)

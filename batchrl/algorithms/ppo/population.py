@@ -103,22 +103,11 @@ class PopulationPPO(Algorithm, Policy):
         self._latest = Untracked({name: _zeros([members]) for name in SUMMARIES})
 
         agents = members * self._batch_size
-        sample_shape, sample_dtype = nets.sample_shape, nets.sample_dtype
-        self._last_sample = _zeros((agents, *sample_shape), sample_dtype)
+        self._last_sample = _zeros((agents, *nets.sample_shape), nets.sample_dtype)
         self._last_output = _zeros((agents, nets.head.size))
-        spec = {
-            "observ": (observ_shape, tf.float32),
-            "next_observ": (observ_shape, tf.float32),
-            "sample": (sample_shape, sample_dtype),
-            "output": ((nets.head.size,), tf.float32),
-            "reward": ((), tf.float32),
-            "terminated": ((), tf.bool),
-            "truncated": ((), tf.bool),
-        }
         if self.recurrent:  # Each agent's state, and whether a step began its episode.
             self.core_states = CoreStates(agents, self.policy.state_size)
-            spec["first"] = ((), tf.bool)
-        self.rollout = RolloutBuffer(cfg.rollout_length, agents, spec)
+        self.rollout = RolloutBuffer(cfg.rollout_length, agents, nets.rollout_spec(observ_shape))
 
     # Collect.
 
