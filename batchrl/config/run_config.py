@@ -370,7 +370,7 @@ def _check_population(config: Config) -> None:
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
         "env.backend": (config.env.backend, "tensorflow"),
-        "network.name": (config.network.name, "feedforward"),
+        "network.name": (config.network.name, ("feedforward", "gru", "lstm")),
         "runner.name": (config.runner.name, "local"),
     }
     if config.algorithm.name == "ppo":
@@ -378,11 +378,13 @@ def _check_population(config: Config) -> None:
         needs["ppo.jit_update"] = (config.ppo.jit_update, False)
     needs["train.export_best"] = (config.train.export_best, False)
     for key, (value, valid) in needs.items():
-        if value != valid:
+        if value not in (valid if isinstance(valid, tuple) else (valid,)):
+            valid = f"one of {list(valid)}" if isinstance(valid, tuple) else repr(valid)
             raise ConfigError(
                 f"train.population={population} does not support {key}={value!r}; a "
-                f"population needs {key}={valid!r} (PPO with feed-forward networks on "
-                "environments in TensorFlow ops, runner local), or train.population=1."
+                f"population needs {key}={valid} (PPO with feed-forward or recurrent "
+                "networks on environments in TensorFlow ops, runner local), or "
+                "train.population=1."
             )
 
 
@@ -390,6 +392,8 @@ def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
     """Refuses population-based training settings it cannot run, naming the key."""
     pbt, train = config.pbt, config.train
     _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    probability = pbt.resample_probability
+    _require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
     if not pbt.interval:
         return
     _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")

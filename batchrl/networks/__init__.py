@@ -1,9 +1,10 @@
 """Networks as `tf.Module`s: MLPs, Atari ConvNets, recurrent cells, heads, their factory.
 
-Also the graph network for routing and the batched-parameter networks an ES population
-evaluates in one product per layer. Networks build their variables on first call and
-know nothing of environments, algorithms or runners: the graph network reads graphs and
-their features, which an environment's `GraphFeatures` makes of its observations.
+Also the graph network for routing and the batched-parameter networks an ES or PPO
+population evaluates in one product per layer (`PopulationMLP`, `PopulationRecurrent`).
+Networks build their variables on first call and know nothing of environments,
+algorithms or runners: the graph network reads graphs and their features, which an
+environment's `GraphFeatures` makes of its observations.
 """
 
 from batchrl.networks.convnets import ImpalaResNet, NatureConvNet
@@ -11,6 +12,7 @@ from batchrl.networks.factory import is_recurrent, make_network, make_torso
 from batchrl.networks.heads import PolicyHead
 from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, as_float, batch_apply
 from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
+from batchrl.networks.population_recurrent import PopulationRecurrent
 from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "make_torso",
     "PopulationMLP",
     "PopulationNetwork",
+    "PopulationRecurrent",
     "action_size",
     "to_action",
 ]

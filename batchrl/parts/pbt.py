@@ -1,4 +1,4 @@
-"""Population-based training's exploit and explore steps on scores of M members."""
+"""Population-based training's exploit and explore (perturb, resample) steps for M members."""
 
 from __future__ import annotations
 
@@ -67,3 +67,40 @@ def perturb(
     factor = tf.gather(tf.constant(list(factors), tf.float32), choice)  # [M]
     new = tf.clip_by_value(values * factor, low, high)
     return tf.where(copied, new, values)
+
+
+def resample(
+    values: tf.Tensor,
+    copied: tf.Tensor,
+    choices: Sequence[float],
+    probability: float,
+    rng: tf.random.Generator,
+    low: float = 0.0,
+    high: float = float("inf"),
+) -> tf.Tensor:
+    """Explore by resampling: with `probability`, a copied member draws a value afresh.
+
+        value_m <- clip(c_m, low, high),  c_m ~ U(choices),  where copied_m and u_m < p,
+        u_m ~ U[0, 1)
+
+    (Jaderberg et al. 2017, "resample": a new value from the prior the population's
+    values were drawn from; here the values the config gave the members.) The other
+    members keep their values: call it on `perturb`'s result to perturb or resample.
+
+    Args:
+      values: [M] float, each member's setting (e.g. after `perturb`).
+      copied: [M] bool, from `exploit`.
+      choices: the values to draw from, each equally likely, e.g. (1e-4, 3e-4, 1e-3).
+      probability: the chance that a copied member resamples, in [0, 1].
+      rng: draws the coins and the choices.
+      low, high: the setting's valid range.
+
+    Returns:
+      The new values [M].
+    """
+    values = tf.convert_to_tensor(values, tf.float32)
+    coin = rng.uniform(tf.shape(values)) < probability  # [M]
+    choice = rng.uniform(tf.shape(values), 0, len(choices), tf.int32)  # [M]
+    drawn = tf.gather(tf.constant(list(choices), tf.float32), choice)  # [M]
+    new = tf.clip_by_value(drawn, low, high)
+    return tf.where(copied & coin, new, values)

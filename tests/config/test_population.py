@@ -24,7 +24,7 @@ def test_a_population_of_the_tensorflow_presets_loads():
         ("cartpole_dqn_tf", [], r"algorithm.name='dqn'"),
         ("pendulum_sac_tf", [], r"algorithm.name='sac'"),
         ("cartpole", [], r"env.backend='gymnasium'.*env.backend='tensorflow'"),
-        ("cartpole_tf", ["network.name=gru"], r"network.name='gru'.*'feedforward'"),
+        ("cartpole_tf", ["network.name=graph"], r"network.name='graph'.*'feedforward', 'gru'"),
         ("cartpole_tf", ["runner.name=ray"], r"runner.name='ray'.*runner.name='local'"),
         ("cartpole_tf", ["ppo.update_mode=episodes"], r"ppo.update_mode='episodes'"),
         ("cartpole_tf", ["ppo.jit_update=true"], r"ppo.jit_update=True"),
@@ -131,3 +131,20 @@ def test_bad_population_based_training_is_refused(overrides, message):
     base = ["train.population=4", "train.eval_every=4096", "pbt.interval=8192"]
     with pytest.raises(ConfigError, match=message):
         load_run_config("cartpole_tf", [*base, *overrides])
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", ".nan"])
+def test_a_resample_probability_outside_zero_to_one_is_refused(value):
+    base = ["train.population=4", "train.eval_every=4096", "pbt.interval=8192"]
+    with pytest.raises(ConfigError, match=r"pbt.resample_probability=.*in \[0, 1\]"):
+        load_run_config("cartpole_tf", [*base, f"pbt.resample_probability={value}"])
+
+
+def test_a_resample_probability_and_the_new_pbt_keys_load():
+    base = ["train.population=4", "train.eval_every=4096", "pbt.interval=8192"]
+    keys = "[discount, value_clip, kl_target, kl_cutoff_factor, kl_cutoff_coef]"
+    config = load_run_config(
+        "cartpole_tf", [*base, "pbt.resample_probability=1", f"pbt.perturb={keys}"]
+    )
+    assert config.pbt.resample_probability == 1.0
+    assert "discount" in config.pbt.perturb

@@ -48,3 +48,38 @@ def test_perturb_multiplies_only_copied_members_within_bounds():
     assert seen[0] == {float(values[0] * f) for f in factors}
     assert seen[1] == {float(values[1] * factors[0]), 1.0}  # 0.9 * 1.2 clipped to 1.
     assert seen[3] == {float(factors[0]), 1.0}
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_resample_with_probability_one_draws_every_copied_value_from_the_choices(graph):
+    resample = tf.function(pbt.resample, autograph=False) if graph else pbt.resample
+    rng = tf.random.Generator.from_seed(3)
+    values = np.float32([0.5, 0.9, 0.2, 0.7])
+    copied = tf.constant([True, True, False, True])
+    choices = (0.1, 0.3, 2.0)  # 2.0 is clipped to the range's top, 1.
+    allowed = {float(np.float32(0.1)), float(np.float32(0.3)), 1.0}
+    seen = set()
+    for _ in range(30):
+        new = resample(values, copied, choices, 1.0, rng, 0.0, 1.0).numpy()
+        assert new[2] == values[2]  # Not copied: unchanged.
+        assert set(new[[0, 1, 3]].tolist()) <= allowed
+        seen.update(new[[0, 1, 3]].tolist())
+    assert seen == allowed  # Each choice comes up.
+
+
+def test_resample_with_probability_zero_keeps_every_value():
+    rng = tf.random.Generator.from_seed(4)
+    values = np.float32([0.5, 0.9, 0.2])
+    copied = tf.constant([True, True, False])
+    for _ in range(10):
+        new = pbt.resample(values, copied, (0.1, 0.3), 0.0, rng, 0.0, 1.0)
+        np.testing.assert_array_equal(new, values)
+
+
+def test_resample_with_probability_half_resamples_about_half():
+    rng = tf.random.Generator.from_seed(5)
+    values = np.full([1000], 0.5, np.float32)
+    copied = tf.ones([1000], tf.bool)
+    new = pbt.resample(values, copied, (0.25,), 0.5, rng).numpy()
+    assert set(new.tolist()) == {0.5, 0.25}
+    assert 0.45 < np.mean(new == 0.25) < 0.55  # 1000 coins: 3 standard deviations.

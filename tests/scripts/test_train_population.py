@@ -88,10 +88,19 @@ def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
 
 
 PBT = ("train.population=4", "pbt.interval=128", "pbt.perturb=[learning_rate, clip_ratio]")
+# Recurrent members, with resampling PBT of the discount too.
+GRU_PBT = (
+    "network.name=gru",
+    "network.recurrent_units=8",
+    *PBT[:2],
+    "pbt.perturb=[learning_rate, discount]",
+    "pbt.resample_probability=0.5",
+    "ppo.discount=[0.9, 0.95, 0.99, 0.999]",
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overrides", [(), PBT], ids=["plain", "pbt"])
+@pytest.mark.parametrize("overrides", [(), PBT, GRU_PBT], ids=["plain", "pbt", "gru-pbt"])
 def test_a_resumed_population_continues_as_an_uninterrupted_one(tmp_path, overrides):
     """With PBT, the exploit at 128 is in the checkpoint of 128, its settings too."""
     train(_debug(*overrides), tmp_path / "whole", progress=quiet)
@@ -160,3 +169,14 @@ def test_population_based_training_logs_its_lineage(tmp_path):
     evaluations = scalars(tmp_path / member / "eval", "eval/mean_return")
     assert [step for step, _ in evaluations] == [128, 256, 256]
     assert row["eval_return"] == pytest.approx(evaluations[-1][1])
+
+
+def test_a_recurrent_population_trains_evaluates_and_exports_each_member(tmp_path):
+    config = _debug("network.name=lstm", "network.recurrent_units=8", "train.total_steps=128")
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] == 128 and len(result["members"]) == 3
+    assert all(math.isfinite(row["eval_return"]) for row in result["members"])
+    policy = tf.saved_model.load(str(tmp_path / "policies" / "member-02"))
+    state = policy.initial_state(2)
+    output = policy(tf.zeros([2, 4]), state)
+    assert output["action"].shape == (2,) and output["state"].shape == state.shape

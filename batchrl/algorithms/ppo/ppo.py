@@ -38,14 +38,21 @@ MEMBER_KEYS = (
     "observ_clip",
     "reward_clip",
 )
-# The keys population-based training may perturb (`pbt.perturb`), with their valid ranges.
+# The keys population-based training may perturb (`pbt.perturb`), with their valid ranges
+# (values are clipped to them): numbers a population reads at every update, not only at
+# the start (kl_init_penalty) or in its normalizers' clipping (observ_clip, reward_clip).
 PBT_KEYS = {
     "learning_rate": (0.0, float("inf")),
     "entropy_coef": (0.0, float("inf")),
     "clip_ratio": (0.0, float("inf")),
     "value_coef": (0.0, float("inf")),
+    "value_clip": (0.0, float("inf")),
     "max_grad_norm": (0.0, float("inf")),
+    "discount": (0.0, 1.0),
     "gae_lambda": (0.0, 1.0),
+    "kl_target": (0.0, float("inf")),
+    "kl_cutoff_factor": (0.0, float("inf")),
+    "kl_cutoff_coef": (0.0, float("inf")),
 }
 UPDATE_MODES = ("steps", "episodes")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")

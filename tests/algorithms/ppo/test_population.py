@@ -19,6 +19,12 @@ minibatches), the largest absolute difference over all members:
     cartpole_tf   own (OWN)             XLA     0               6.0e-8
     pendulum_tf   own (OWN_KL), kl_pen. graph   2.4e-7          6.0e-8
     pendulum_tf   own (OWN_KL), kl_pen. XLA     6.0e-8          6.0e-8
+    cartpole_tf   gru, own (OWN)        graph   9.3e-10         6.0e-8
+    cartpole_tf   gru, own (OWN)        XLA     0               3.0e-8
+    pendulum_tf   lstm, shared          graph   1.5e-6          6.0e-8
+    pendulum_tf   lstm, shared          XLA     3.0e-8          6.0e-8
+
+The recurrent rows have a cell of 8 units before policy layers [16].
 
 The tolerance, 1e-4, is a tenth of one Adam step at cartpole_tf's learning rate.
 """
@@ -139,7 +145,7 @@ def _compare(preset, jit_compile, settings=None, extra=()):
         single_train()
         columns = slice(member * ENVS, (member + 1) * ENVS)
         for key, value in single.rollout.read().items():
-            if key == "first":
+            if key not in first:  # `first`: recurrent populations only.
                 continue
             if value.dtype.is_floating:
                 diff = np.max(np.abs(first[key][:, columns] - value))
@@ -180,6 +186,22 @@ def test_member_with_own_settings_equals_single_run_with_them(preset, settings, 
     """Member m with listed seed and settings computes what a single run with them does."""
     rollout_diff, params_diff = _compare(preset, jit_compile, settings, extra)
     print(f"{preset} {jit_compile=}: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
+    assert rollout_diff < TOLERANCE
+    assert params_diff < TOLERANCE
+
+
+RECURRENT = ("network.recurrent_units=8", "network.policy_layers=[16]")
+
+
+@pytest.mark.slow  # 9 to 22 s in graph mode, 60 s under XLA, on the shared 2 cores.
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize("preset, cell", [("cartpole_tf", "gru"), ("pendulum_tf", "lstm")])
+def test_recurrent_member_equals_single_run(preset, cell, jit_compile):
+    """Recurrent members (`PopulationRecurrent`), with own settings for cartpole_tf."""
+    settings = OWN if preset == "cartpole_tf" else None
+    extra = (f"network.name={cell}", *RECURRENT)
+    rollout_diff, params_diff = _compare(preset, jit_compile, settings, extra)
+    print(f"{preset} {cell} {jit_compile=}: rollout {rollout_diff:.3g}, params {params_diff:.3g}")
     assert rollout_diff < TOLERANCE
     assert params_diff < TOLERANCE
 
@@ -271,3 +293,58 @@ def test_exploit_copies_exactly_the_parents_state():
     assert population.pbt_values()["ppo.learning_rate"][1] == pytest.approx(new[1])
     _call(env, population, False)()  # Trains on at the new settings.
     np.testing.assert_allclose(population.optimizer.rates.numpy(), new)
+
+
+def test_exploit_resamples_from_the_given_values_and_rewards_follow_the_new_discount():
+    """pbt.resample_probability 1: the copied member's settings are given values."""
+    members, lists = (
+        4,
+        {"learning_rate": [1e-3, 2e-3, 3e-3, 4e-3], "discount": [0.9, 0.95, 0.99, 0.9]},
+    )
+    config = _config(
+        "pendulum_tf",
+        members,
+        "train.eval_every=64",
+        "pbt.interval=64",
+        "pbt.perturb=[learning_rate, discount]",
+        "pbt.resample_probability=1",
+        *[f"ppo.{key}={values}" for key, values in lists.items()],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=members)
+    population = PopulationPPO(env, config, seed=SEED)
+    for _ in range(5):
+        source = population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+        np.testing.assert_array_equal(source, [0, 2, 2, 3])
+        for key, values in lists.items():
+            new = population.pbt_settings[key].numpy()
+            assert new[1] in np.float32(values), (key, new)
+            np.testing.assert_array_equal(new[[0, 2, 3]], np.float32(values)[[0, 2, 3]])
+    discount = population.pbt_settings["discount"].numpy()
+    scaler, ones = population.reward_scaler, tf.ones([ENVS, members])
+    for _ in range(2):  # The discounted return R <- discount R + 1, at the new discount.
+        scaler.scale(tf.range(ENVS), ones, tf.zeros([ENVS, members], tf.bool))
+    np.testing.assert_allclose(scaler.discounted_return.numpy()[0], discount + 1, rtol=1e-6)
+
+
+def test_a_recurrent_member_policy_acts_as_the_member(tmp_path):
+    """`member_policy(m).act_recurrent` and its SavedModel act as member m with its state."""
+    config = _config("cartpole_tf", MEMBERS, "network.name=gru", *RECURRENT)
+    env, population = _population(config)
+    _call(env, population, False)()  # Normalizers and parameters away from their start.
+    with pytest.raises(ValueError, match="needs its state"):
+        population.act(tf.zeros([MEMBERS, 4]))
+    rng = np.random.default_rng(0)
+    observ = rng.normal(scale=3.0, size=(7, *env.observation_space.shape)).astype(np.float32)
+    state = rng.normal(size=(7, population.policy.state_size)).astype(np.float32)
+    tiled = [tf.constant(np.tile(x, [MEMBERS, 1])) for x in (observ, state)]
+    actions, states = (x.numpy() for x in population.act_recurrent(*tiled))  # [M 7, ...]
+    for member in range(MEMBERS):
+        rows = slice(member * 7, (member + 1) * 7)
+        policy = population.member_policy(member)
+        action, new_state = policy.act_recurrent(tf.constant(observ), tf.constant(state))
+        np.testing.assert_array_equal(action, actions[rows])
+        np.testing.assert_allclose(new_state, states[rows], rtol=1e-5, atol=1e-6)
+    path = export_policy(policy, env.observation_space, tmp_path / "member")  # The last.
+    loaded = tf.saved_model.load(str(path))
+    np.testing.assert_array_equal(loaded(observ, state)["action"], actions[rows])
+    assert loaded.initial_state(2).shape == (2, population.policy.state_size)
