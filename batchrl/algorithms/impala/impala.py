@@ -9,7 +9,7 @@ from batchrl.algorithms.impala import utility, vtrace
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
-from batchrl.networks import MLP, PolicyHead, batch_apply, make_torso
+from batchrl.networks import MLP, PolicyHead, batch_apply, make_core_network, make_torso
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.rollout_buffer import RolloutBuffer
@@ -63,6 +63,14 @@ class IMPALA(Algorithm, Learner, Policy):
     marked `do_not_convert`: autograph's rewriting of them took about 4 of the 6 s that
     tracing a `cartpole_impala` training call took.
 
+    With `network.core` (TorchBeast's `--use_lstm`) the policy and the baseline share one
+    `CoreNetwork`: a body, an LSTM (or GRU) core and two linear outputs. Each agent's core
+    state is carried from step to step and across unrolls, and reset at episode starts
+    (s * (1 - first), as TorchBeast). Every unroll stores the state it started from
+    (`core_state` [B, S]) and where episodes began (`first` [T, B]); the learner unrolls
+    the core over the T steps from that state with the same resets, and bootstraps from
+    the value of each next observation with the core's state after the step.
+
     `perform` and `experience` expect every agent in every call, as `simulate` does.
     With runner `threads`, actors act with copies of `ImpalaBehaviourPolicy` and `learn`
     takes their unrolls.
@@ -100,6 +108,12 @@ class IMPALA(Algorithm, Learner, Policy):
             raise ConfigError(
                 f"network.name={config.network.name!r}: IMPALA's networks are feed-forward "
                 "(network.name='feedforward')."
+            )
+        core = config.network.get("core", "none")
+        if core != "none" and config.runner.name == "ray" and config.ray.inference == "central":
+            raise ConfigError(
+                f"network.core={core!r} with ray.inference='central': central inference "
+                "carries no core state yet; use ray.inference='actor' or runner threads."
             )
         steps_per_call = config.train.steps_per_call
         if config.runner.name == "local" and steps_per_call % cfg.unroll_length:
@@ -144,21 +158,27 @@ class IMPALA(Algorithm, Learner, Policy):
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
-        self.value = MLP(
-            network.value_layers,
-            1,
-            network.activation,
-            1.0,
-            "value",
-            network.conv_filters,
-            torso=make_torso(network),
-        )
-        self.value(tf.zeros((1,) + self._observ_shape))
-        self._trainable = (
-            self.policy.trainable_variables
-            + self.value.trainable_variables
-            + self.head.trainable_variables
-        )
+        self.recurrent = self.actor.recurrent
+        self.value = None  # With a core, `self.policy` holds the baseline too.
+        self._trainable = self.policy.trainable_variables + self.head.trainable_variables
+        if self.recurrent:
+            # Each agent's core state, whether its next step begins an episode, and the
+            # states the current unroll started from.
+            self._state = _zeros([self._batch_size, self.policy.state_size])
+            self._first = _zeros([self._batch_size], tf.bool)
+            self._unroll_state = _zeros([self._batch_size, self.policy.state_size])
+        else:
+            self.value = MLP(
+                network.value_layers,
+                1,
+                network.activation,
+                1.0,
+                "value",
+                network.conv_filters,
+                torso=make_torso(network),
+            )
+            self.value(tf.zeros((1,) + self._observ_shape))
+            self._trainable += self.value.trainable_variables
         self.optimizer = _make_optimizer(cfg)
         self.optimizer.build(self._trainable)
 
@@ -179,18 +199,34 @@ class IMPALA(Algorithm, Learner, Policy):
             "terminated": ((), tf.bool),
             "truncated": ((), tf.bool),
         }
+        if self.recurrent:
+            spec["first"] = ((), tf.bool)
         self.rollout = RolloutBuffer(self._length, self._batch_size, spec, name="unroll")
 
     # Act.
 
     @tf.autograph.experimental.do_not_convert
     def begin_episodes(self, agent_indices):
-        pass
+        if self.recurrent:
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
+            self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
-        action, sample, output = self.actor.sample(observ)
         rows = agent_indices[:, None]
+        if self.recurrent:
+            state = tf.gather(self._state, agent_indices)  # [K, S]
+
+            def remember_start():
+                self._unroll_state.scatter_nd_update(rows, state)
+
+            tf.cond(self.rollout.step == 0, remember_start, lambda: None)
+            first = tf.gather(self._first, agent_indices)  # [K]
+            action, sample, output, state = self.actor.sample(observ, first, state)
+            self._state.scatter_nd_update(rows, state)
+        else:
+            action, sample, output = self.actor.sample(observ)
         self._last_sample.scatter_nd_update(rows, sample)
         self._last_output.scatter_nd_update(rows, output)
         return action
@@ -211,6 +247,9 @@ class IMPALA(Algorithm, Learner, Policy):
             "terminated": terminated,
             "truncated": truncated,
         }
+        if self.recurrent:
+            step["first"] = tf.gather(self._first, agent_indices)
+            self._first.scatter_nd_update(agent_indices[:, None], tf.zeros_like(terminated))
         if self._cfg.normalize_observ:
             self.observ_normalizer.update(observ)
         self.rollout.append(agent_indices, step)  # `simulate` calls `update` when full.
@@ -220,7 +259,10 @@ class IMPALA(Algorithm, Learner, Policy):
 
     @tf.autograph.experimental.do_not_convert
     def update(self):
-        self._learn(self.rollout.read())
+        unroll = self.rollout.read()
+        if self.recurrent:
+            unroll["core_state"] = self._unroll_state.read_value()  # [B, S]
+        self._learn(unroll)
         self.rollout.clear()
 
     @tf.autograph.experimental.do_not_convert
@@ -244,7 +286,8 @@ class IMPALA(Algorithm, Learner, Policy):
             `behaviour_log_std` [size] (Box actions only), `reward` (clipped),
             `discounted_return` (each agent's running discounted return after the step,
             restarting at 0 after episode ends, for the reward scale), `terminated` and
-            `truncated`.
+            `truncated`; with `network.core` also `first` [T, B] (episode starts) and
+            `core_state` [B, S], the core states each column started from.
         """
         observ, reward = batch["observ"], batch["reward"]
         if self._cfg.normalize_observ:
@@ -311,13 +354,19 @@ class IMPALA(Algorithm, Learner, Policy):
         behaviour_log_std = unroll.get("behaviour_log_std")
         if behaviour_log_std is None and log_std is not None:
             behaviour_log_std = tf.stop_gradient(log_std)
-        next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
+        if self.recurrent:
+            output, value, states = self.policy.unroll(
+                unroll["observ"], unroll["first"], unroll["core_state"]
+            )  # [T, B, size], [T, B], [T, B, S]
+            next_value = self.policy.bootstrap_values(unroll["next_observ"], states)  # [T, B]
+        else:
+            output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
+            value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
+            next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
         next_value = tf.stop_gradient(next_value)
         rewards, discounts = utility.truncation_bootstrap(
             unroll["reward"], unroll["terminated"], unroll["truncated"], next_value, cfg.discount
         )  # [T, B] each
-        output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
-        value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
         target = self.head(output)
         behaviour = self.head(unroll["output"], behaviour_log_std)
         log_rhos = vtrace.log_rhos_from_distributions(behaviour, target, unroll["sample"])
@@ -359,10 +408,30 @@ class IMPALA(Algorithm, Learner, Policy):
         The deterministic action is the mode of the policy: the argmax of the logits, or
         the Gaussian mean (clipped to the action space).
         """
+        if self.recurrent:
+            raise ValueError(
+                f"A policy with network.core={self._network.core!r} needs its state: use "
+                "initial_state() and act_recurrent()."
+            )
         if not deterministic:
             return self.actor.sample(observ)[0]
         mode = self.head(self.policy(self.actor.normalize(observ))).mode()
         return self.head.to_env_action(tf.cast(mode, self._sample_dtype))
+
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """The core states [N, S] at the start of an episode (zeros)."""
+        return self.policy.initial_state(batch_size)
+
+    def act_recurrent(self, observ, state, deterministic: bool = True):
+        """Actions [N, ...] and new core states [N, S] for raw observations and states."""
+        if not deterministic:
+            action, _, _, state = self.actor.sample(
+                observ, tf.zeros(tf.shape(state)[:1], tf.bool), state
+            )
+            return action, state
+        output, _, state = self.policy(self.actor.normalize(observ), state)
+        mode = self.head(output).mode()
+        return self.head.to_env_action(tf.cast(mode, self._sample_dtype)), state
 
 
 class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
@@ -372,6 +441,10 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
     copy, loads the learner's weights into it between unrolls (`load`), and completes
     each unroll for the learner (`finish_unroll`): clipped rewards, each agent's running
     discounted return, and the log standard deviation that acted.
+
+    With `network.core` it is recurrent: `initial_state(B)` gives zero states [B, S] and
+    `policy(observ, first, state)` returns the new states too; whoever drives it (the
+    `UnrollCollector`) carries them.
     """
 
     def __init__(
@@ -390,16 +463,23 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
             observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
         )
         self.head = PolicyHead(action_space, network.squash_mean, network.init_log_std)
-        self.policy = MLP(
-            network.policy_layers,
-            self.head.size,
-            network.activation,
-            0.01,
-            "policy",
-            network.conv_filters,
-            torso=make_torso(network),
-        )
-        self.policy(tf.zeros((1,) + tuple(observ_shape)))
+        dummy = tf.zeros((1,) + tuple(observ_shape))
+        core = make_core_network(network, self.head.size, "policy")
+        self.recurrent = core is not None
+        if self.recurrent:
+            self.policy = core
+            self.policy(dummy, core.initial_state(1))
+        else:
+            self.policy = MLP(
+                network.policy_layers,
+                self.head.size,
+                network.activation,
+                0.01,
+                "policy",
+                network.conv_filters,
+                torso=make_torso(network),
+            )
+            self.policy(dummy)
         self._sample_dtype = self.head.sample_spec()[1]
         self._rng = tf.random.Generator.from_seed(seed)
         self._sample_numpy = tf.function(self.sample)
@@ -427,17 +507,34 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
             return observ
         return self.observ_normalizer.normalize(observ)
 
-    def sample(self, observ):
-        """Samples for raw observations [N, ...]: (environment action, sample, output)."""
-        output = self.policy(self.normalize(observ))  # [N, size]
+    def initial_state(self, batch_size: int) -> np.ndarray | None:
+        """Zero core states [B, S] for a recurrent policy; None for a feed-forward one."""
+        if not self.recurrent:
+            return None
+        return np.zeros([batch_size, self.policy.state_size], np.float32)
+
+    def sample(self, observ, first=None, state=None):
+        """Samples for raw observations [N, ...]: (environment action, sample, output),
+        and with a core the new states [N, S] from `state` [N, S], reset where `first` [N]."""
+        observ = self.normalize(observ)
+        if self.recurrent:
+            output, _, state = self.policy(observ, state, first)  # [N, size], [N], [N, S]
+        else:
+            output = self.policy(observ)  # [N, size]
         seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
         sample = tf.cast(self.head(output).sample(seed=seed), self._sample_dtype)
-        return self.head.to_env_action(sample), sample, output
+        result = (self.head.to_env_action(sample), sample, output)
+        return (*result, state) if self.recurrent else result
 
-    def __call__(self, observ):
-        """`sample` as one graph call on NumPy observations, returning NumPy arrays."""
+    def __call__(self, observ, first=None, state=None):
+        """`sample` as one graph call on NumPy observations, returning NumPy arrays; a
+        recurrent policy takes and returns the states as well."""
         observ = tf.convert_to_tensor(np.asarray(observ, self._observ_dtype.as_numpy_dtype))
-        return tuple(t.numpy() for t in self._sample_numpy(observ))
+        if not self.recurrent:
+            return tuple(t.numpy() for t in self._sample_numpy(observ))
+        first = tf.convert_to_tensor(np.asarray(first, bool))
+        state = tf.convert_to_tensor(np.asarray(state, np.float32))
+        return tuple(t.numpy() for t in self._sample_numpy(observ, first, state))
 
     def finish_unroll(self, arrays: dict) -> dict:
         """Adds what `IMPALA.learn` needs to an actor's unroll of NumPy arrays [T, B, ...].
