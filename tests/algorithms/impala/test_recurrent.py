@@ -48,12 +48,12 @@ def test_synchronous_core_state_is_carried_across_unrolls_and_reset_at_episode_s
     """
     env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
     algo = IMPALA(env, config(["impala.unroll_length=4"]))
-    run = tf.function(lambda steps: simulate(env, algo, steps=steps))
-    run(4)
+    run = functools.partial(simulate, env, algo)  # Eagerly: quicker than tracing.
+    run(steps=4)
     np.testing.assert_array_equal(algo._unroll_state, np.zeros([2, algo.policy.state_size]))
     final = algo._state.numpy()  # After step 3 (agent 1's episode ended there).
     assert np.abs(final[0]).sum() > 0
-    run(4)
+    run(steps=4)
     start = algo._unroll_state.numpy()  # What unroll 1 started from.
     np.testing.assert_array_equal(start[0], final[0])
     np.testing.assert_array_equal(start[1], np.zeros(algo.policy.state_size))
@@ -61,6 +61,22 @@ def test_synchronous_core_state_is_carried_across_unrolls_and_reset_at_episode_s
         algo.rollout.data["first"].numpy().T, [[0, 0, 1, 0], [1, 0, 1, 0]]
     )
     assert int(algo.optimizer.iterations) == 2
+
+
+def test_core_states_survive_a_checkpoint(tmp_path):
+    """Mid-unroll (step 6 of T=4, 2 steps in), the carried states, the episode-start flags
+    and the unroll's start states restore into a fresh IMPALA."""
+    env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
+    algo = IMPALA(env, config(["impala.unroll_length=4"]))
+    simulate(env, algo, steps=6)  # Eagerly: quicker than tracing for 6 steps.
+    path = tf.train.Checkpoint(algo=algo).save(str(tmp_path / "ckpt"))
+    fresh = IMPALA(env, config(["impala.unroll_length=4"]))
+    tf.train.Checkpoint(algo=fresh).restore(path).assert_existing_objects_matched()
+    for name in ("_state", "_first", "_unroll_state"):
+        np.testing.assert_array_equal(getattr(fresh, name), getattr(algo, name))
+    assert np.abs(algo._state.numpy()).sum() > 0 and np.abs(algo._unroll_state.numpy()).sum() > 0
+    for a, b in zip(fresh.policy.variables, algo.policy.variables, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def reference_outputs(algo, unroll):
@@ -147,31 +163,19 @@ def quiet(*_, **__):
     pass
 
 
-def cartpole(tmp_path, steps):
-    overrides = [
-        "network.core=lstm",
-        "network.core_size=32",
-        f"train.total_steps={steps}",
-        f"train.eval_every={steps}",  # One evaluation, at the end.
-        "train.eval_episodes=16",
-        "env.eval_envs=8",
-    ]
-    cfg = load_run_config("cartpole_impala", overrides)
-    return train(cfg, tmp_path, progress=quiet)
-
-
 def test_cartpole_trains_end_to_end_and_exports_a_recurrent_policy(tmp_path):
-    """cartpole_impala with an LSTM core of 32 units for 2,048 steps: it trains,
+    """The debug preset on CartPole-v1 with an LSTM core for 448 steps: it trains,
     checkpoints, evaluates with the state carried per environment, and exports a policy
     of (observ, state)."""
-    result = cartpole(tmp_path, 2048)
-    assert result["step"] == 2048
+    cfg = config(["env.id=CartPole-v1", "train.total_steps=448"])
+    result = train(cfg, tmp_path, progress=quiet)
+    assert result["step"] == 448
     assert np.isfinite(result["eval_return"])
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     state = policy.initial_state(3)
-    assert state.shape == (3, 64)  # [h, c] of 32 units each.
+    assert state.shape == (3, 16)  # [h, c] of 8 units each.
     out = policy(np.zeros((3, 4), np.float32), state)
-    assert out["state"].shape == (3, 64) and out["action"].shape == (3,)
+    assert out["state"].shape == (3, 16) and out["action"].shape == (3,)
 
 
 @pytest.mark.slow  # About 5 s.
@@ -179,7 +183,15 @@ def test_cartpole_learns_with_an_lstm_core(tmp_path):
     """20,480 steps (the learning rate annealed over them) reach a mean evaluation return
     of 100 over 16 episodes. Seeds 0, 1 and 2 evaluated 185, 215 and 138 here
     (2026-11-26); a random policy scores about 22."""
-    result = cartpole(tmp_path, 20480)
+    overrides = [
+        "network.core=lstm",
+        "network.core_size=32",
+        "train.total_steps=20480",
+        "train.eval_every=20480",  # One evaluation, at the end.
+        "train.eval_episodes=16",
+        "env.eval_envs=8",
+    ]
+    result = train(load_run_config("cartpole_impala", overrides), tmp_path, progress=quiet)
     assert result["eval_return"] >= 100, result
 
 
