@@ -19,6 +19,9 @@ from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
+from batchrl.training import PolicyEvaluator
+from tests.algorithms.ppo.test_recurrent import LENGTH as CUE_LENGTH
+from tests.algorithms.ppo.test_recurrent import Cue
 
 CORE = ["network.core=lstm", "network.core_size=8", "network.policy_layers=[16]"]
 
@@ -218,3 +221,41 @@ def test_threads_runner_learns_from_recurrent_unrolls():
         assert unroll.arrays["core_state"].shape == (2, 16)
         assert unroll.arrays["first"].shape == (16, 2)
         assert int(algo.optimizer.iterations) == 3
+
+
+def train_on_cue(core, iterations=60):
+    """IMPALA on recurrent PPO's cue task (a cue in the first of 4 steps; the last action
+    must repeat it): 32 environments, T=16 (4 episodes an unroll), one update a call."""
+    tf.keras.utils.set_random_seed(0)
+    overrides = [
+        "algorithm.name=impala",
+        f"network.core={core}",
+        "network.core_size=16",
+        "network.policy_layers=[16]",
+        "network.value_layers=[16]",
+        "impala.unroll_length=16",
+        "impala.optimizer=adam",
+        "impala.learning_rate=3e-3",
+        "impala.normalize_reward=false",
+        "impala.discount=1.0",
+        "impala.entropy_cost=0.01",
+        "train.steps_per_call=16",
+    ]
+    env = Cue(32)
+    algo = IMPALA(env, load_run_config("default", overrides), seed=0)
+    call = tf.function(lambda: simulate(env, algo, steps=16))
+    for _ in range(iterations):
+        call()
+    evaluator = PolicyEvaluator(algo, 32)
+    evaluation = tf.function(lambda: simulate(env, evaluator, reset=True, steps=CUE_LENGTH))
+    return float(evaluation()["mean_return"])
+
+
+def test_lstm_core_remembers_the_cue():
+    """Seeds 0 to 3 evaluated 1.0 after 60 updates (2026-11-26; 0.66 to 1.0 after 30)."""
+    assert train_on_cue("lstm") == 1.0
+
+
+def test_feedforward_impala_cannot_remember_the_cue():
+    """The control of the test above."""
+    assert train_on_cue("none") <= 0.75  # 0.44 after 60 updates; at best 0.5 expected.
