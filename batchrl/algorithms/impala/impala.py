@@ -160,7 +160,6 @@ class IMPALA(Algorithm, Learner, Policy):
         )
         self.recurrent = self.actor.recurrent
         self.value = None  # With a core, `self.policy` holds the baseline too.
-        self._trainable = self.policy.trainable_variables + self.head.trainable_variables
         if self.recurrent:
             # Each agent's core state, whether its next step begins an episode, and the
             # states the current unroll started from.
@@ -178,7 +177,12 @@ class IMPALA(Algorithm, Learner, Policy):
                 torso=make_torso(network),
             )
             self.value(tf.zeros((1,) + self._observ_shape))
-            self._trainable += self.value.trainable_variables
+        # In the order of earlier versions, whose checkpoints hold the optimizer's slots so.
+        self._trainable = (
+            self.policy.trainable_variables
+            + (() if self.value is None else self.value.trainable_variables)
+            + self.head.trainable_variables
+        )
         self.optimizer = _make_optimizer(cfg)
         self.optimizer.build(self._trainable)
 
