@@ -164,6 +164,10 @@ class BehaviourPolicy(abc.ABC):
                 action, sample, output = policy(observ)   # NumPy [B, ...] each
                 ...step the environments, keep the transition...
             unroll = policy.finish_unroll(arrays)         # [T, B, ...] -> what learn() takes
+
+    A recurrent policy's `initial_state(B)` is not None; the actor then carries the
+    states: `action, sample, output, state = policy(observ, first, state)`, with `first`
+    [B] true where the step begins an episode (see `batchrl.runners.unrolls`).
     """
 
     @abc.abstractmethod
@@ -177,6 +181,10 @@ class BehaviourPolicy(abc.ABC):
     def finish_unroll(self, arrays: dict) -> dict:
         """Completes an unroll of time-major arrays [T, B, ...] for the learner; default: as is."""
         return arrays
+
+    def initial_state(self, batch_size: int):
+        """A recurrent policy's states [B, S] at episode starts; None (the default): none."""
+        return None
 
 
 class Learner(abc.ABC):

@@ -119,6 +119,12 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
             f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
             "use network.torso='none'."
         )
+    if config.network.core != "none" and config.algorithm.name != "impala":
+        raise ConfigError(
+            f"network.core={config.network.core!r} is built by IMPALA only "
+            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; use "
+            "network.core='none' (PPO's recurrent policies: network.name='lstm' or 'gru')."
+        )
     _check_population(config)
     _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
     algo_cls.check_config(config)
@@ -433,6 +439,8 @@ def _check_network(network: Config) -> None:
         )
     _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
     check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
+    check_choice("network.core", network.core, ("none", "gru", "lstm"))
+    _require(network.core_size > 0, "network.core_size", network.core_size, "> 0")
     if network.torso != "none" and network.conv_filters:
         raise ConfigError(
             f"network.torso={network.torso!r} brings its own convolutions; set "

@@ -8,17 +8,18 @@ environment's `GraphFeatures` makes of its observations.
 """
 
 from batchrl.networks.convnets import ImpalaResNet, NatureConvNet
-from batchrl.networks.factory import is_recurrent, make_network, make_torso
+from batchrl.networks.factory import is_recurrent, make_core_network, make_network, make_torso
 from batchrl.networks.heads import PolicyHead
 from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, as_float, batch_apply
 from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
 from batchrl.networks.population_recurrent import PopulationRecurrent
-from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
+from batchrl.networks.recurrent import CoreNetwork, GRUCell, LSTMCell, RecurrentNetwork
 
 __all__ = [
     "ACTIVATIONS",
     "MLP",
     "Conv2D",
+    "CoreNetwork",
     "GRUCell",
     "ImpalaResNet",
     "LSTMCell",
@@ -29,6 +30,7 @@ __all__ = [
     "as_float",
     "batch_apply",
     "is_recurrent",
+    "make_core_network",
     "make_network",
     "make_torso",
     "PopulationMLP",

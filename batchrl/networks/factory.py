@@ -11,7 +11,9 @@ from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
 from batchrl.networks.convnets import TORSOS
 from batchrl.networks.mlp import MLP
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
-from batchrl.networks.recurrent import RecurrentNetwork
+from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
+
+CORES = ("none", *sorted(CELLS))
 
 
 def make_torso(network) -> tf.Module | None:
@@ -26,6 +28,27 @@ def make_torso(network) -> tf.Module | None:
             f"Unknown network.torso={torso!r}; valid choices are {['none', *sorted(TORSOS)]}."
         )
     return TORSOS[torso]()
+
+
+def make_core_network(network, output: int, name: str = "agent") -> CoreNetwork | None:
+    """TorchBeast's agent network when `network.core` names a cell ('lstm' or 'gru'), else
+    None: `network.torso` (or `network.conv_filters`) and the dense `network.policy_layers`
+    as a body shared by the policy and the baseline, a core of `network.core_size` units,
+    then a linear policy output of size `output` and a linear baseline."""
+    core = network.get("core", "none")
+    if core == "none":
+        return None
+    if core not in CELLS:
+        raise ConfigError(f"Unknown network.core={core!r}; valid choices are {list(CORES)}.")
+    body = MLP(
+        network.policy_layers,
+        None,
+        network.activation,
+        name="body",
+        conv_filters=network.conv_filters,
+        torso=make_torso(network),
+    )
+    return CoreNetwork(body, core, network.core_size, output, name)
 
 
 def make_feedforward(network, layers: Sequence[int], output: int, output_gain: float, name: str):

@@ -80,13 +80,15 @@ class MLP(tf.Module):
     MinAtar, whose baseline network is one such layer of 16 filters before 128 units).
     Anything after the convolutions is flattened before the dense layers. A `torso`
     module (the Atari ConvNets of `batchrl.networks.convnets`) may stand in for the
-    convolutions. uint8 inputs (frames) are scaled to [0, 1] first (`as_float`).
+    convolutions. uint8 inputs (frames) are scaled to [0, 1] first (`as_float`). With
+    `output` None there is no output layer: the result is the last hidden layer's
+    activations (the features a recurrent core reads).
     """
 
     def __init__(
         self,
         hidden: Sequence[int],
-        output: int,
+        output: int | None,
         activation: str = "tanh",
         output_gain: float = 1.0,
         name: str | None = None,
@@ -104,7 +106,7 @@ class MLP(tf.Module):
         self._activation = ACTIVATIONS[activation]
         self.conv = [Conv2D(filters, gain=np.sqrt(2)) for filters in conv_filters]
         self.hidden = [Linear(units, gain=np.sqrt(2)) for units in hidden]
-        self.output = Linear(output, gain=output_gain)
+        self.output = None if output is None else Linear(output, gain=output_gain)
 
     @tf.Module.with_name_scope
     def __call__(self, x):
@@ -121,7 +123,7 @@ class MLP(tf.Module):
             x = tf.reshape(x, [-1, int(np.prod(x.shape[1:]))])  # [N, H * W * C]
         for layer in self.hidden:
             x = self._activation(layer(x))
-        return self.output(x)
+        return x if self.output is None else self.output(x)
 
 
 def batch_apply(fn, x: tf.Tensor, inner_rank: int = 1) -> tf.Tensor:

@@ -1,4 +1,4 @@
-"""Recurrent cells and a recurrent policy network as `tf.Module`s.
+"""Recurrent cells, the episode reset of their state, and the networks built on them.
 
 Written here rather than taken from Keras: Keras 3 layers are not `tf.Module`s, so their
 variables would escape `tf.Module.trainable_variables` and need separate checkpoint
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.networks.mlp import MLP, Linear
+from batchrl.networks.mlp import MLP, Linear, batch_apply
 
 
 class GRUCell(tf.Module):
@@ -103,13 +103,95 @@ class RecurrentNetwork(tf.Module):
         Where `first` [T, N] is true an episode starts: the state is reset to zeros before
         that step, so that no memory crosses from one episode into the next.
         """
+        features, _ = unroll_cell(self.cell, observ, first, state)  # [T, N, units]
+        return batch_apply(self.head, features)  # [T, N, D]
 
-        def step(carry, inputs):
-            _, state = carry
-            observ_t, first_t = inputs
-            state = tf.where(first_t[:, None], tf.zeros_like(state), state)
-            return self(observ_t, state)
 
-        initial = (tf.zeros([tf.shape(state)[0], self._output_size]), state)
-        outputs, _ = tf.scan(step, (observ, first), initializer=initial)
-        return outputs
+class CoreNetwork(tf.Module):
+    """TorchBeast's agent network: a feed-forward body, a recurrent core, and a linear policy
+    output and baseline on the core's output (Espeholt et al. 2018, Figure 3; Küttler et
+    al. 2019, `AtariNet` with `use_lstm`):
+
+        f_t = body(x_t)                       Atari torso and/or dense layers  [K, F]
+        s_t <- s_t * (1 - first_t)            reset where an episode starts    [K, S]
+        h_t, s_{t+1} = core(f_t, s_t)         LSTM (or GRU)                    [K, U]
+        output_t = h_t W_pi + b_pi,  V(x_t) = h_t w_v + b_v
+
+    The policy and the baseline share the body and the core. TorchBeast also feeds the
+    last action and reward to the core; this network does not.
+    """
+
+    def __init__(self, body: tf.Module, cell: str, units: int, output: int, name=None):
+        super().__init__(name=name)
+        if cell not in CELLS:
+            raise ValueError(f"Unknown core {cell!r}; valid choices are {sorted(CELLS)}.")
+        self.body = body
+        self.core = CELLS[cell](units, name="core")
+        self.policy = Linear(output, gain=0.01, name="policy")
+        self.baseline = Linear(1, gain=1.0, name="baseline")
+        self.state_size = self.core.state_size
+
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """Zeros [batch_size, state_size], the state at the start of an episode."""
+        return tf.zeros([batch_size, self.state_size])
+
+    def __call__(self, observ, state, first=None):
+        """One step: observations [K, ...], states [K, S] and, if given, episode starts
+        `first` [K] to policy outputs [K, D], values [K] and the new states [K, S]."""
+        if first is not None:
+            state = reset_state(state, first)
+        hidden, state = self.core(self.body(observ), state)  # [K, U], [K, S]
+        return self.policy(hidden), self.baseline(hidden)[:, 0], state
+
+    def unroll(self, observ, first, state):
+        """The core over time-major observations [T, N, ...] from states [N, S].
+
+        The body runs on all T x N observations at once, the core step by step, reset
+        where `first` [T, N] is true.
+
+        Returns:
+          Policy outputs [T, N, D], values [T, N] and the states after each step [T, N, S].
+        """
+        inner = observ.shape.rank - 2
+        features = batch_apply(self.body, observ, inner)  # [T, N, F]
+        hidden, states = unroll_cell(self.core, features, first, state)  # [T, N, U], [T, N, S]
+        return batch_apply(self.policy, hidden), batch_apply(self.baseline, hidden)[..., 0], states
+
+    def bootstrap_values(self, next_observ, states):
+        """V(x'_t) [T, N]: the values of the observations after each step [T, N, ...], the
+        core continuing from the states after that step [T, N, S], without a reset (the
+        final observation of an episode still belongs to it)."""
+        inner = next_observ.shape.rank - 2
+        features = batch_apply(self.body, next_observ, inner)  # [T, N, F]
+        flat_features = tf.reshape(features, [-1, features.shape[-1]])  # [T * N, F]
+        hidden, _ = self.core(flat_features, tf.reshape(states, [-1, self.state_size]))
+        return tf.reshape(self.baseline(hidden), tf.shape(states)[:2])  # [T, N]
+
+
+def reset_state(state: tf.Tensor, first: tf.Tensor) -> tf.Tensor:
+    """The recurrent states [K, S] with the rows where an episode starts set to zero:
+
+        s <- s * (1 - first)
+
+    as TorchBeast's `AtariNet.forward` resets its LSTM state with `notdone` at every step
+    (Küttler et al. 2019, https://arxiv.org/abs/1910.03552), so that no memory crosses
+    from one episode into the next.
+    """
+    return state * (1.0 - tf.cast(first, state.dtype))[:, None]
+
+
+def unroll_cell(cell, inputs, first, state):
+    """Runs `cell` over time-major inputs [T, N, F] from states [N, S], with `reset_state`
+    before every step t where `first[t]` [N] is true.
+
+    Returns:
+      The outputs [T, N, U] and the states after each step [T, N, S].
+    """
+
+    def step(carry, inputs_t):
+        _, state = carry
+        x_t, first_t = inputs_t
+        return cell(x_t, reset_state(state, first_t))
+
+    initial = (tf.zeros([tf.shape(state)[0], cell.units], inputs.dtype), state)
+    return tf.scan(step, (inputs, first), initializer=initial)

@@ -118,8 +118,13 @@ class _BatchedPolicy:
     def __init__(self, own, batcher: DynamicBatcher):
         self._own, self._batcher = own, batcher
 
-    def __call__(self, observ):
-        return self._batcher(np.asarray(observ))
+    def initial_state(self, batch_size: int):
+        return self._own.initial_state(batch_size)
+
+    def __call__(self, observ, first=None, state=None):
+        if state is None:
+            return self._batcher(np.asarray(observ))
+        return self._batcher((np.asarray(observ), first, state))  # Recurrent: states too.
 
     def load(self, weights) -> None:
         self._own.load(weights)
@@ -209,12 +214,12 @@ class ActorLearner:
             shared = learner.make_behaviour_policy(seed + 999_999)
             loaded = [None]  # The version of the weights in `shared`.
 
-            def sample(observ):
+            def sample(inputs):  # observ [N, ...], or (observ, first, state) if recurrent.
                 version, values = self._weights.latest()
                 if version != loaded[0]:
                     shared.load(values)
                     loaded[0] = version
-                return shared(observ)
+                return shared(*inputs) if isinstance(inputs, tuple) else shared(inputs)
 
             batch = max_batch or num_actors
             self.batcher = DynamicBatcher(sample, batch, batch_timeout, "inference batcher")

@@ -34,6 +34,11 @@ class UnrollCollector:
     Environments are reset as their episodes end; the transition keeps the final
     observation as `next_observ`, and `observ` is then the first of the next episode.
     Observations are float32, but frames (a Box of uint8) stay uint8.
+
+    A recurrent policy (one whose `initial_state` is not None) gets each environment's
+    state and whether its step begins an episode, and returns the new states; the
+    collector carries them across unrolls, zeroes them where episodes end, and adds to
+    each unroll the states it started from (`core_state` [B, S]) and `first` [T, B].
     """
 
     def __init__(self, batch_env: BatchEnv, seed: int):
@@ -47,6 +52,8 @@ class UnrollCollector:
         self._episode_length = np.zeros(size, int)
         self._returns: list[float] = []
         self._lengths: list[int] = []
+        self.first = np.ones(size, bool)  # Whether the next step begins an episode.
+        self.state: np.ndarray | None = None  # A recurrent policy's states [B, S].
 
     def __len__(self) -> int:
         return len(self.batch_env)
@@ -97,11 +104,22 @@ class UnrollCollector:
         Returns:
           The arrays [T, B, ...], and the returns and lengths of the episodes finished.
         """
-        steps = []
+        if self.state is None:
+            self.state = policy.initial_state(len(self))  # None for feed-forward policies.
+        start, steps = self.state, []
         for _ in range(length):
-            action, sample, output = policy(self.observ)
-            steps.append(dict(self.step(action), sample=sample, output=output))
+            if start is None:
+                action, sample, output = policy(self.observ)
+                steps.append(dict(self.step(action), sample=sample, output=output))
+                continue
+            action, sample, output, self.state = policy(self.observ, self.first, self.state)
+            step = dict(self.step(action), sample=sample, output=output, first=self.first)
+            self.first = step["terminated"] | step["truncated"]
+            self.state = np.where(self.first[:, None], 0.0, self.state).astype(np.float32)
+            steps.append(step)
         arrays = policy.finish_unroll(stack(steps))
+        if start is not None:
+            arrays["core_state"] = start  # [B, S]
         return (arrays, *self.take_episodes())
 
     def close(self) -> None:
@@ -117,10 +135,14 @@ def concatenate(unrolls: list[Unroll]) -> dict[str, tf.Tensor]:
     """One batch [T, B_1 + ... + B_n, ...] of unrolls, floats as float32.
 
     `behaviour_log_std` [size] becomes [T, B, size]: each column gets the log standard
-    deviation of the copy that acted in it.
+    deviation of the copy that acted in it. `core_state` [B_i, S] is concatenated along
+    its batch axis: [B_1 + ... + B_n, S].
     """
     batch = {}
     for key, value in unrolls[0].arrays.items():
+        if key == "core_state":
+            batch[key] = tf.constant(np.concatenate([u.arrays[key] for u in unrolls]), tf.float32)
+            continue
         if key == "behaviour_log_std":
             parts = [np.broadcast_to(u.arrays[key], u.arrays["output"].shape) for u in unrolls]
         else:

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.networks.recurrent import GRUCell, LSTMCell, RecurrentNetwork
+from batchrl.networks.mlp import MLP
+from batchrl.networks.recurrent import (
+    CoreNetwork,
+    GRUCell,
+    LSTMCell,
+    RecurrentNetwork,
+    reset_state,
+)
 
 
 def sigmoid(x):
@@ -61,3 +68,46 @@ def test_unroll_equals_steps_and_resets_where_episodes_start(cell):
     changed = network.unroll(tf.constant(observ), tf.constant(first), tf.constant(other))
     np.testing.assert_allclose(changed[2:, 1], unrolled[2:, 1], rtol=1e-5, atol=1e-6)
     assert not np.allclose(changed[:2, 1], unrolled[:2, 1])
+
+
+def test_reset_state_zeroes_the_rows_where_episodes_start():
+    state = tf.constant([[1.0, -2.0], [3.0, 4.0], [5.0, 6.0]])
+    for fn in (reset_state, tf.function(reset_state)):
+        reset = fn(state, tf.constant([False, True, False]))
+        np.testing.assert_array_equal(reset, [[1.0, -2.0], [0.0, 0.0], [5.0, 6.0]])
+
+
+def test_core_network_unroll_equals_steps_with_torchbeast_resets():
+    """The unroll (body on all steps, core by tf.scan) against one call per step, whose
+    state is multiplied by (1 - first) as TorchBeast's AtariNet does; the bootstrap values
+    continue from each step's state without a reset."""
+    network = CoreNetwork(MLP([8], None, "relu"), "lstm", 5, 3)
+    rng = np.random.default_rng(1)
+    observ = rng.normal(size=(6, 2, 4)).astype(np.float32)  # [T, N, O]
+    next_observ = rng.normal(size=(6, 2, 4)).astype(np.float32)
+    first = np.zeros((6, 2), bool)
+    first[0, 1] = first[3, 0] = first[4, 1] = True
+    start = rng.normal(size=(2, network.state_size)).astype(np.float32)
+    outputs, values, states = network.unroll(
+        tf.constant(observ), tf.constant(first), tf.constant(start)
+    )
+    assert outputs.shape == (6, 2, 3) and values.shape == (6, 2) and states.shape == (6, 2, 10)
+    bootstrap = network.bootstrap_values(tf.constant(next_observ), states)
+    state = start
+    for t in range(6):
+        state = state * (1 - first[t][:, None]).astype(np.float32)
+        output, value, state = network(tf.constant(observ[t]), tf.constant(state))
+        _, next_value, _ = network(tf.constant(next_observ[t]), state)
+        np.testing.assert_allclose(outputs[t], output, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values[t], value, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(states[t], state, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bootstrap[t], next_value, rtol=1e-5, atol=1e-6)
+    # The step's own reset gives the same as resetting before the call.
+    _, value, _ = network(tf.constant(observ[0]), tf.constant(start), tf.constant(first[0]))
+    np.testing.assert_allclose(value, values[0], rtol=1e-5, atol=1e-6)
+    # Environment 1 starts at step 0: its start state does not matter; environment 0's
+    # does until its episode starts at step 3.
+    other = start + 3.0
+    changed = network.unroll(tf.constant(observ), tf.constant(first), tf.constant(other))[1]
+    np.testing.assert_allclose(changed[:, 1], values[:, 1], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(changed[:3, 0], values[:3, 0])

@@ -382,3 +382,41 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
         assert actors.restarts == 2  # Not ray.max_actor_restarts=10.
     finally:
         actors.close()
+
+
+@pytest.mark.slow  # One more actor to start: 10 to 20 s.
+def test_impala_with_an_lstm_core_carries_its_state_in_ray_actors(ray_cluster):
+    """network.core=lstm on Ray actors (actor inference): the actors' `UnrollCollector`
+    carries the core state, unrolls bring the state they started from, the learner
+    learns from them."""
+    config = load_run_config(
+        "debug_impala",
+        [
+            "env.id=CartPole-v1",
+            "runner.name=ray",
+            "ray.num_actors=1",
+            "network.core=lstm",
+            "network.core_size=8",
+        ],
+    )
+    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
+    runner = RayActorLearner(
+        functools.partial(make_batch_env, config.env, config.env.num_envs),
+        functools.partial(make_behaviour_policy, config),
+        algo,
+        num_actors=1,
+        unroll_length=16,
+        learner_batch=1,
+        requests_per_actor=1,
+        timeout=180,
+    )
+    with runner:
+        first, second = runner.next_unroll(), runner.next_unroll()
+        for _ in range(2):
+            update(runner)
+    assert int(algo.optimizer.iterations) == 2
+    np.testing.assert_array_equal(first.arrays["core_state"], 0.0)  # Episodes begin.
+    assert first.arrays["first"][0].all() and second.arrays["core_state"].shape == (2, 16)
+    # The second unroll's start states are zeros exactly where an episode begins.
+    carried = np.abs(second.arrays["core_state"]).sum(-1) > 0  # [B]
+    np.testing.assert_array_equal(carried, ~second.arrays["first"][0])

@@ -35,8 +35,17 @@ from batchrl.scripts import train as train_script
         (["--config=debug", "--set", "env.max_episode_steps=-5"], "env.max_episode_steps=-5"),
         (["--config=debug", "--set", "network.policy_layers=[0]"], "network.policy_layers=[0]"),
         (["--config=debug", "--set", "train.total_steps=0"], "train.total_steps=0"),
+        (
+            ["--config=debug_impala", "--set", "network.core=lstm", "--set", "network.core_size=0"],
+            "network.core_size=0; it must be > 0",
+        ),
+        (
+            ["--config=debug_impala", "--set", "network.core=transformer"],
+            "network.core='transformer'",
+        ),
         # Combinations the algorithm or runner cannot train with.
         (["--config=debug", "--set", "network.conv_filters=[16]"], "read by IMPALA only"),
+        (["--config=debug", "--set", "network.core=lstm"], "built by IMPALA only"),
         (
             ["--config=debug", "--set", "network.name=gru", "--set", "ppo.update_mode=episodes"],
             "needs ppo.update_mode='steps'",

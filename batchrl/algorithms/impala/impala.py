@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.impala import utility, vtrace
+from batchrl.algorithms.impala.behaviour_policy import ImpalaBehaviourPolicy
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
-from batchrl.core import Algorithm, BehaviourPolicy, Learner, Policy
-from batchrl.networks import MLP, PolicyHead, batch_apply, make_torso
+from batchrl.core import Algorithm, Learner, Policy
+from batchrl.networks import MLP, batch_apply, make_torso
 from batchrl.parts import optimizers, summary
-from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
+from batchrl.parts.normalizer import RewardScaler
 from batchrl.parts.rollout_buffer import RolloutBuffer
 from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.tools.in_graph_env import observ_dtype
@@ -63,6 +63,14 @@ class IMPALA(Algorithm, Learner, Policy):
     marked `do_not_convert`: autograph's rewriting of them took about 4 of the 6 s that
     tracing a `cartpole_impala` training call took.
 
+    With `network.core` (TorchBeast's `--use_lstm`) the policy and the baseline share one
+    `CoreNetwork`: a body, an LSTM (or GRU) core and two linear outputs. Each agent's core
+    state is carried from step to step and across unrolls, and reset at episode starts
+    (s * (1 - first), as TorchBeast). Every unroll stores the state it started from
+    (`core_state` [B, S]) and where episodes began (`first` [T, B]); the learner unrolls
+    the core over the T steps from that state with the same resets, and bootstraps from
+    the value of each next observation with the core's state after the step.
+
     `perform` and `experience` expect every agent in every call, as `simulate` does.
     With runner `threads`, actors act with copies of `ImpalaBehaviourPolicy` and `learn`
     takes their unrolls.
@@ -100,6 +108,12 @@ class IMPALA(Algorithm, Learner, Policy):
             raise ConfigError(
                 f"network.name={config.network.name!r}: IMPALA's networks are feed-forward "
                 "(network.name='feedforward')."
+            )
+        core = config.network.get("core", "none")
+        if core != "none" and config.runner.name == "ray" and config.ray.inference == "central":
+            raise ConfigError(
+                f"network.core={core!r} with ray.inference='central': central inference "
+                "carries no core state yet; use ray.inference='actor' or runner threads."
             )
         steps_per_call = config.train.steps_per_call
         if config.runner.name == "local" and steps_per_call % cfg.unroll_length:
@@ -144,19 +158,29 @@ class IMPALA(Algorithm, Learner, Policy):
         self.reward_scaler = RewardScaler(
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
-        self.value = MLP(
-            network.value_layers,
-            1,
-            network.activation,
-            1.0,
-            "value",
-            network.conv_filters,
-            torso=make_torso(network),
-        )
-        self.value(tf.zeros((1,) + self._observ_shape))
+        self.recurrent = self.actor.recurrent
+        self.value = None  # With a core, `self.policy` holds the baseline too.
+        if self.recurrent:
+            # Each agent's core state, whether its next step begins an episode, and the
+            # states the current unroll started from.
+            self._state = _zeros([self._batch_size, self.policy.state_size])
+            self._first = _zeros([self._batch_size], tf.bool)
+            self._unroll_state = _zeros([self._batch_size, self.policy.state_size])
+        else:
+            self.value = MLP(
+                network.value_layers,
+                1,
+                network.activation,
+                1.0,
+                "value",
+                network.conv_filters,
+                torso=make_torso(network),
+            )
+            self.value(tf.zeros((1,) + self._observ_shape))
+        # In the order of earlier versions, whose checkpoints hold the optimizer's slots so.
         self._trainable = (
             self.policy.trainable_variables
-            + self.value.trainable_variables
+            + (() if self.value is None else self.value.trainable_variables)
             + self.head.trainable_variables
         )
         self.optimizer = _make_optimizer(cfg)
@@ -179,18 +203,34 @@ class IMPALA(Algorithm, Learner, Policy):
             "terminated": ((), tf.bool),
             "truncated": ((), tf.bool),
         }
+        if self.recurrent:
+            spec["first"] = ((), tf.bool)
         self.rollout = RolloutBuffer(self._length, self._batch_size, spec, name="unroll")
 
     # Act.
 
     @tf.autograph.experimental.do_not_convert
     def begin_episodes(self, agent_indices):
-        pass
+        if self.recurrent:
+            rows = agent_indices[:, None]
+            self._state.scatter_nd_update(rows, self.initial_state(tf.size(agent_indices)))
+            self._first.scatter_nd_update(rows, tf.ones_like(agent_indices, tf.bool))
 
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
-        action, sample, output = self.actor.sample(observ)
         rows = agent_indices[:, None]
+        if self.recurrent:
+            state = tf.gather(self._state, agent_indices)  # [K, S]
+
+            def remember_start():
+                self._unroll_state.scatter_nd_update(rows, state)
+
+            tf.cond(self.rollout.step == 0, remember_start, lambda: None)
+            first = tf.gather(self._first, agent_indices)  # [K]
+            action, sample, output, state = self.actor.sample(observ, first, state)
+            self._state.scatter_nd_update(rows, state)
+        else:
+            action, sample, output = self.actor.sample(observ)
         self._last_sample.scatter_nd_update(rows, sample)
         self._last_output.scatter_nd_update(rows, output)
         return action
@@ -211,6 +251,9 @@ class IMPALA(Algorithm, Learner, Policy):
             "terminated": terminated,
             "truncated": truncated,
         }
+        if self.recurrent:
+            step["first"] = tf.gather(self._first, agent_indices)
+            self._first.scatter_nd_update(agent_indices[:, None], tf.zeros_like(terminated))
         if self._cfg.normalize_observ:
             self.observ_normalizer.update(observ)
         self.rollout.append(agent_indices, step)  # `simulate` calls `update` when full.
@@ -220,7 +263,10 @@ class IMPALA(Algorithm, Learner, Policy):
 
     @tf.autograph.experimental.do_not_convert
     def update(self):
-        self._learn(self.rollout.read())
+        unroll = self.rollout.read()
+        if self.recurrent:
+            unroll["core_state"] = self._unroll_state.read_value()  # [B, S]
+        self._learn(unroll)
         self.rollout.clear()
 
     @tf.autograph.experimental.do_not_convert
@@ -244,7 +290,8 @@ class IMPALA(Algorithm, Learner, Policy):
             `behaviour_log_std` [size] (Box actions only), `reward` (clipped),
             `discounted_return` (each agent's running discounted return after the step,
             restarting at 0 after episode ends, for the reward scale), `terminated` and
-            `truncated`.
+            `truncated`; with `network.core` also `first` [T, B] (episode starts) and
+            `core_state` [B, S], the core states each column started from.
         """
         observ, reward = batch["observ"], batch["reward"]
         if self._cfg.normalize_observ:
@@ -311,13 +358,19 @@ class IMPALA(Algorithm, Learner, Policy):
         behaviour_log_std = unroll.get("behaviour_log_std")
         if behaviour_log_std is None and log_std is not None:
             behaviour_log_std = tf.stop_gradient(log_std)
-        next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
+        if self.recurrent:
+            output, value, states = self.policy.unroll(
+                unroll["observ"], unroll["first"], unroll["core_state"]
+            )  # [T, B, size], [T, B], [T, B, S]
+            next_value = self.policy.bootstrap_values(unroll["next_observ"], states)  # [T, B]
+        else:
+            output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
+            value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
+            next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
         next_value = tf.stop_gradient(next_value)
         rewards, discounts = utility.truncation_bootstrap(
             unroll["reward"], unroll["terminated"], unroll["truncated"], next_value, cfg.discount
         )  # [T, B] each
-        output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
-        value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
         target = self.head(output)
         behaviour = self.head(unroll["output"], behaviour_log_std)
         log_rhos = vtrace.log_rhos_from_distributions(behaviour, target, unroll["sample"])
@@ -359,107 +412,30 @@ class IMPALA(Algorithm, Learner, Policy):
         The deterministic action is the mode of the policy: the argmax of the logits, or
         the Gaussian mean (clipped to the action space).
         """
+        if self.recurrent:
+            raise ValueError(
+                f"A policy with network.core={self._network.core!r} needs its state: use "
+                "initial_state() and act_recurrent()."
+            )
         if not deterministic:
             return self.actor.sample(observ)[0]
         mode = self.head(self.policy(self.actor.normalize(observ))).mode()
         return self.head.to_env_action(tf.cast(mode, self._sample_dtype))
 
+    def initial_state(self, batch_size) -> tf.Tensor:
+        """The core states [N, S] at the start of an episode (zeros)."""
+        return self.policy.initial_state(batch_size)
 
-class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
-    """The acting part of IMPALA: it samples actions and keeps the network outputs.
-
-    The learner acts through one (`IMPALA.actor`); with runner `threads` each actor has a
-    copy, loads the learner's weights into it between unrolls (`load`), and completes
-    each unroll for the learner (`finish_unroll`): clipped rewards, each agent's running
-    discounted return, and the log standard deviation that acted.
-    """
-
-    def __init__(
-        self,
-        cfg,
-        network,
-        observ_shape,
-        action_space,
-        seed: int,
-        observ_dtype: tf.DType = tf.float32,
-    ):
-        super().__init__(name="behaviour_policy")
-        self._cfg = cfg
-        self._observ_dtype = tf.as_dtype(observ_dtype)  # The environment's: uint8 frames.
-        self.observ_normalizer = StreamingNormalizer(
-            observ_shape, center=True, scale=True, clip=cfg.observ_clip, name="observ"
-        )
-        self.head = PolicyHead(action_space, network.squash_mean, network.init_log_std)
-        self.policy = MLP(
-            network.policy_layers,
-            self.head.size,
-            network.activation,
-            0.01,
-            "policy",
-            network.conv_filters,
-            torso=make_torso(network),
-        )
-        self.policy(tf.zeros((1,) + tuple(observ_shape)))
-        self._sample_dtype = self.head.sample_spec()[1]
-        self._rng = tf.random.Generator.from_seed(seed)
-        self._sample_numpy = tf.function(self.sample)
-        self._discounted = None  # Each agent's discounted return across unrolls [B].
-
-    @property
-    def log_std(self):
-        """The Gaussian's log standard deviation [size]; None for discrete actions."""
-        log_std = getattr(self.head, "log_std", None)
-        return None if log_std is None else log_std.numpy()
-
-    def acting_variables(self) -> list[tf.Variable]:
-        """The normalizer's, head's and policy network's variables, in `load`'s order."""
-        modules = (self.observ_normalizer, self.head, self.policy)
-        return [variable for module in modules for variable in module.variables]
-
-    def load(self, weights) -> None:
-        """Assigns the values of another copy's `acting_variables()` to this one."""
-        for variable, value in zip(self.acting_variables(), weights, strict=True):
-            variable.assign(value)
-
-    def normalize(self, observ):
-        """Observations as the networks see them (normalized if `normalize_observ`)."""
-        if not self._cfg.normalize_observ:
-            return observ
-        return self.observ_normalizer.normalize(observ)
-
-    def sample(self, observ):
-        """Samples for raw observations [N, ...]: (environment action, sample, output)."""
-        output = self.policy(self.normalize(observ))  # [N, size]
-        seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
-        sample = tf.cast(self.head(output).sample(seed=seed), self._sample_dtype)
-        return self.head.to_env_action(sample), sample, output
-
-    def __call__(self, observ):
-        """`sample` as one graph call on NumPy observations, returning NumPy arrays."""
-        observ = tf.convert_to_tensor(np.asarray(observ, self._observ_dtype.as_numpy_dtype))
-        return tuple(t.numpy() for t in self._sample_numpy(observ))
-
-    def finish_unroll(self, arrays: dict) -> dict:
-        """Adds what `IMPALA.learn` needs to an actor's unroll of NumPy arrays [T, B, ...].
-
-        Rewards are clipped (`reward_clipping`); `discounted_return` [T, B] is each
-        agent's discounted return of clipped rewards after each step, carried over from
-        the previous unroll and restarting at 0 after episode ends; `behaviour_log_std`
-        [size] is the Gaussian's log standard deviation (Box actions only).
-        """
-        arrays = dict(arrays)
-        arrays["reward"] = utility.clip_rewards(arrays["reward"], self._cfg.reward_clipping).numpy()
-        ended = arrays["terminated"] | arrays["truncated"]  # [T, B]
-        if self._discounted is None:
-            self._discounted = np.zeros(arrays["reward"].shape[1])
-        result = np.empty_like(arrays["reward"], np.float64)
-        for t, reward in enumerate(arrays["reward"]):
-            result[t] = self._discounted = self._discounted * self._cfg.discount + reward
-            self._discounted = np.where(ended[t], 0.0, self._discounted)
-        arrays["discounted_return"] = result
-        if self.log_std is not None:
-            arrays["behaviour_log_std"] = self.log_std
-        return arrays
+    def act_recurrent(self, observ, state, deterministic: bool = True):
+        """Actions [N, ...] and new core states [N, S] for raw observations and states."""
+        if not deterministic:
+            action, _, _, state = self.actor.sample(
+                observ, tf.zeros(tf.shape(state)[:1], tf.bool), state
+            )
+            return action, state
+        output, _, state = self.policy(self.actor.normalize(observ), state)
+        mode = self.head(output).mode()
+        return self.head.to_env_action(tf.cast(mode, self._sample_dtype)), state
 
 
 def _make_optimizer(cfg):

@@ -20,11 +20,18 @@ def quiet(*_, **__):
     pass
 
 
-def test_frames_stay_uint8_through_the_batch_and_the_unroll():
-    """Synchronous IMPALA (runner local) on two Pong games in this process."""
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_frames_stay_uint8_through_the_batch_and_the_unroll(core):
+    """Synchronous IMPALA (runner local) on two Pong games in this process; with an LSTM
+    core of TorchBeast's 256 units on the Nature ConvNet too."""
     config = load_run_config(
         "atari_impala",
-        ["runner.name=local", "impala.unroll_length=4", "network.torso=shallow"],
+        [
+            "runner.name=local",
+            "impala.unroll_length=4",
+            "network.torso=shallow",
+            f"network.core={core}",
+        ],
     )
     envs = [make_env("PongNoFrameskip-v4", episodic_life=True) for _ in range(2)]
     batch_env = InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=0)
@@ -39,6 +46,9 @@ def test_frames_stay_uint8_through_the_batch_and_the_unroll():
     assert any(not np.array_equal(a, b) for a, b in zip(before, after, strict=True))
     frames = algo.rollout.data["observ"].numpy()  # [4, 2, 84, 84, 4]
     assert frames.shape == (4, 2, 84, 84, 4) and frames.max() > 1  # Bytes, not [0, 1].
+    if core == "lstm":
+        assert algo.policy.core.units == 256 and algo._state.shape == (2, 512)
+        assert np.abs(algo._state.numpy()).sum() > 0
     batch_env.close()
 
 
@@ -103,5 +113,7 @@ def test_presets_follow_torchbeasts_protocol(preset):
     assert config.env.id.endswith("NoFrameskip-v4")
     assert config.env.repeat_action_probability == 0.0 and config.env.episodic_life
     assert config.impala.reward_clipping == "abs_one" and config.impala.unroll_length == 80
-    assert config.network.torso == "deep"
+    assert config.network.torso == "deep" and config.network.core == "none"
     assert load_run_config(preset, ["network.torso=shallow"]).network.torso == "shallow"
+    lstm = load_run_config(preset, ["network.core=lstm"]).network
+    assert lstm.core == "lstm" and lstm.core_size == 256  # TorchBeast's --use_lstm.
