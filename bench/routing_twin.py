@@ -3,10 +3,11 @@
     python bench/routing_twin.py --json bench/results/routing_twin.json
     python bench/routing_twin.py --seconds 0.05 --repeats 1 --steps-per-call 5   # a check
 
-The reference is the environment of the paper's code (BNN-UPC/DRL-ES-OTN, the
-repository of "Evolution strategies for routing in a digital twin", see
-/work/shared/otn/REFERENCE.md): `Env1` in gym_environments/envs/environment1.py, which
-its train_ES_agent_multipleEnvs.py and train_PPO_agent.py step one episode at a time.
+The reference is the environment of the paper's own code (Güemes-Palau et al. 2022,
+"Accelerating Deep Reinforcement Learning for Digital Twin Network Optimization with
+Evolutionary Strategies", arXiv 2202.00360; BNN-UPC/DRL-ES-OTN @ 5a7459cf): `Env1` in
+gym_environments/gym_environments/envs/environment1.py, which its
+train_ES_agent_multipleEnvs.py and train_PPO_agent.py step one episode at a time.
 
 Where it comes from: `--snapshot`, by default /work/.mirror/BNN-UPC+DRL-ES-OTN/repo, the
 bare git directory the search tool's fetch of that repository made (a checkout of it
@@ -229,6 +230,10 @@ def main(argv=None):
     parser.add_argument("--intra-op-threads", type=int, default=0, help="0: TF's default")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
+    if not Path(args.reference_python).exists():
+        parser.error(f"no {args.reference_python}: make the reference's venv (see the docstring)")
+    if not Path(args.snapshot).exists():
+        parser.error(f"no snapshot {args.snapshot}: fetch github:BNN-UPC/DRL-ES-OTN")
 
     import tensorflow as tf
 
