@@ -51,8 +51,19 @@ def make_core_network(network, output: int, name: str = "agent") -> CoreNetwork 
     return CoreNetwork(body, core, network.core_size, output, name)
 
 
-def make_feedforward(network, layers: Sequence[int], output: int, output_gain: float, name: str):
-    """An `MLP` (after `network.conv_filters` convolutions or `network.torso`, if any)."""
+def make_feedforward(
+    network,
+    layers: Sequence[int],
+    output: int,
+    output_gain: float,
+    name: str,
+    topologies: Sequence[str] = (),
+):
+    """An `MLP` (after `network.conv_filters` convolutions or `network.torso`, if any).
+
+    `topologies` are unused: an MLP reads a mixed batch's padded observations as vectors.
+    """
+    del topologies
     return MLP(
         layers,
         output,
@@ -64,16 +75,35 @@ def make_feedforward(network, layers: Sequence[int], output: int, output_gain: f
     )
 
 
-def make_recurrent(network, layers: Sequence[int], output: int, output_gain: float, name: str):
-    """A `RecurrentNetwork`: a `network.name` cell ('gru' or 'lstm'), then an MLP."""
+def make_recurrent(
+    network,
+    layers: Sequence[int],
+    output: int,
+    output_gain: float,
+    name: str,
+    topologies: Sequence[str] = (),
+):
+    """A `RecurrentNetwork`: a `network.name` cell ('gru' or 'lstm'), then an MLP.
+
+    `topologies` are unused, as in `make_feedforward`.
+    """
+    del topologies
     return RecurrentNetwork(
         network.name, network.recurrent_units, layers, output, network.activation, output_gain, name
     )
 
 
-def make_graph(network, layers: Sequence[int], output: int, output_gain: float, name: str):
-    """A `GraphNetwork` on `make_graph_features(network)`: the actor if `output` is the
-    number of actions A (routing: K paths), else the critic.
+def make_graph(
+    network,
+    layers: Sequence[int],
+    output: int,
+    output_gain: float,
+    name: str,
+    topologies: Sequence[str] = (),
+):
+    """A `GraphNetwork` on `make_graph_features(network, topologies)` (`topologies`:
+    `env.topologies`, a mixed batch's), as `make_population_network` builds ES's: the
+    actor if `output` is the number of actions A (routing: K paths), else the critic.
 
     `layers` are unused: the graph network's sizes are `network.link_state_size`,
     `network.readout_units` and `network.message_passing_steps`.
@@ -81,7 +111,7 @@ def make_graph(network, layers: Sequence[int], output: int, output_gain: float, 
     from batchrl.networks.graph import GraphNetwork
 
     del layers
-    features = make_graph_features(network)
+    features = make_graph_features(network, topologies)
     if output not in (1, features.num_actions):
         raise ConfigError(
             f"network.name=graph outputs A = {features.num_actions} scores (the policy) or "
@@ -163,7 +193,7 @@ def make_graph_features(network, topologies: Sequence[str] = ()):
         raise ConfigError(
             "network.name=graph needs network.topology: nsfnet, geant2 or the path of a "
             "topology JSON file (the environment's topology), or env.topologies for a "
-            "mixed batch (ES)."
+            "mixed batch."
         )
     features = GRAPH_FEATURES.resolve(network.graph_features)
     key, source = ("network.topology", network.topology)
@@ -176,7 +206,12 @@ def make_graph_features(network, topologies: Sequence[str] = ()):
 
 
 def make_network(
-    network, layers: Sequence[int], output: int, output_gain: float = 1.0, name: str = "network"
+    network,
+    layers: Sequence[int],
+    output: int,
+    output_gain: float = 1.0,
+    name: str = "network",
+    topologies: Sequence[str] = (),
 ) -> tf.Module:
     """The network `network.name` names, from the registry or an entry point.
 
@@ -187,6 +222,10 @@ def make_network(
       output: the size of the output layer.
       output_gain: gain of the output layer's orthogonal initialization.
       name: the module's name.
+      topologies: `env.topologies`, a mixed batch's; when not empty, passed on to the
+        builder as `topologies=` (graph builds its features on them, the registered
+        others ignore them), so that an entry point of one's own needs that keyword
+        only to train on mixed batches.
 
     Returns:
       A `tf.Module` called on observations [N, ...]; a recurrent one has `state_size`,
@@ -195,7 +234,10 @@ def make_network(
     Raises:
       ConfigError: `network.name` names no network.
     """
-    return NETWORKS.resolve(network.name)(network, layers, output, output_gain, name)
+    builder = NETWORKS.resolve(network.name)
+    if topologies:
+        return builder(network, layers, output, output_gain, name, topologies=topologies)
+    return builder(network, layers, output, output_gain, name)
 
 
 def is_recurrent(network) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -12,6 +12,7 @@ from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
 from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
+from batchrl.networks.factory import check_graph_config
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.permutations import random_permutations
@@ -140,6 +141,8 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
                 f"network.conv_filters={list(config.network.conv_filters)} is read by IMPALA "
                 "only; PPO's networks take vector observations (use conv_filters: [])."
             )
+        if config.network.name == "graph":
+            check_graph_config(config.network, config.env.get("topologies", ()))
         steps_per_call = config.train.steps_per_call
         if cfg.update_mode == "steps" and steps_per_call % cfg.rollout_length:
             raise ConfigError(
@@ -187,7 +190,9 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         # The names checkpoints of batchrl 0.1 gave them, so that those restore too.
         self.reward_normalizer = self.reward_scaler.normalizer
         self._discounted_return = self.reward_scaler.discounted_return
-        self.head, self.policy, self.value = make_networks(network, batch_env)
+        self.head, self.policy, self.value = make_networks(
+            network, batch_env, config.env.get("topologies", ())
+        )
         if self.recurrent:
             # Each agent's policy state, and the states the rollout started from.
             self._state = _zeros([self._batch_size, self.policy.state_size])
@@ -614,7 +619,9 @@ def minibatch_loss(
     return loss, metrics
 
 
-def make_networks(network, batch_env) -> tuple[PolicyHead, tf.Module, tf.Module]:
+def make_networks(
+    network, batch_env, topologies: Sequence[str] = ()
+) -> tuple[PolicyHead, tf.Module, tf.Module]:
     """PPO's policy head, policy network and value network, their variables created.
 
     The weight initializers draw from the global seed (`tf.keras.utils.set_random_seed`),
@@ -623,13 +630,16 @@ def make_networks(network, batch_env) -> tuple[PolicyHead, tf.Module, tf.Module]
     Args:
       network: the `network` section of a config.
       batch_env: the environments, for their observation and action spaces.
+      topologies: `env.topologies`, a mixed batch's, which graph networks read.
     """
     head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
-    policy = make_network(network, network.policy_layers, head.size, 0.01, "policy")
+    policy = make_network(
+        network, network.policy_layers, head.size, 0.01, "policy", topologies=topologies
+    )
     if is_recurrent(network):
         value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
     else:  # An MLP for feedforward; the critic graph network for graph.
-        value = make_network(network, network.value_layers, 1, 1.0, "value")
+        value = make_network(network, network.value_layers, 1, 1.0, "value", topologies=topologies)
     dummy = tf.zeros((1,) + tuple(batch_env.observation_space.shape))
     if is_recurrent(network):
         policy(dummy, policy.initial_state(1))

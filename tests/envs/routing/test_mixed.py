@@ -237,3 +237,69 @@ def test_a_router_of_a_family_scores_held_out_topologies():
         policy = network.apply(theta, env.reset()[None])[0]  # [3, K]
         np.testing.assert_allclose(tf.reduce_sum(policy, -1), 1.0, rtol=1e-6)
         assert np.ptp(policy.numpy(), axis=-1).min() > 1e-5
+
+
+@pytest.mark.parametrize(
+    "traced",
+    [False, pytest.param(True, marks=pytest.mark.slow)],  # Traced: 4 s more, to trace.
+)
+def test_ppo_trains_on_a_mixed_batch_with_each_network_scored_as_its_topology_alone(traced):
+    """The mixed_ppo preset shrunk (4 networks, H = R = 8, T = 2): PPO builds its graph
+    actor and critic on env.topologies, a training call of 4 steps collects and updates
+    (every variable moves; the actor's little: its output gain is 0.01), and then each
+    network's logits and value are those of an actor and critic built for its topology
+    alone with the same weights, to float32 rounding (the sums run in another order; the
+    largest difference is printed). The call runs eagerly (the runner's ops, 0.5 s) or,
+    marked slow, traced as the runner does."""
+    from batchrl.algorithms.ppo import PPO
+    from batchrl.tools.environments import make_in_graph_env
+    from batchrl.tools.simulate import simulate
+
+    small = [
+        "env.num_envs=4",
+        "network.link_state_size=8",
+        "network.readout_units=8",
+        "network.message_passing_steps=2",
+        "ppo.rollout_length=4",
+        "ppo.minibatches=1",
+        "ppo.epochs=1",
+        "train.steps_per_call=4",
+    ]
+    config = load_run_config("mixed_ppo", small)
+    batch_env = make_in_graph_env(config.env, config.env.num_envs, seed=0)
+    algo = PPO(batch_env, config, seed=0)
+    assert isinstance(algo.policy, GraphNetwork) and algo.value.critic
+    assert algo.policy.features.num_vertices == 74  # GEANT2's links; NSFNET's are padded.
+    before = [variable.numpy() for variable in algo.trainable_variables]
+    call = lambda: simulate(batch_env, algo, reset=True, steps=4)  # noqa: E731
+    if traced:
+        call = tf.function(call, autograph=False)
+    call()
+    after = [variable.numpy() for variable in algo.trainable_variables]
+    assert all(not np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    observ = batch_env.observ.numpy()  # [4, O], after 4 steps
+    logits, values = algo.policy(observ).numpy(), algo.value(observ).numpy()
+    largest = 0.0
+    for t, name in enumerate(config.env.topologies):
+        topology = load_topology(name)
+        alone = {}
+        for module in (algo.policy, algo.value):
+            network = GraphNetwork(
+                RoutingGraphFeatures(topology),
+                critic=module.critic,
+                link_state_size=8,
+                readout_units=8,
+                message_passing_steps=2,
+            )
+            for key, variable in network.weights.items():
+                variable.assign(module.weights[key])
+            alone[module.critic] = network
+        for i in range(t, len(observ), 2):  # Network i routes on topology i mod 2.
+            own = own_part(observ[i], topology, t)[None]  # [1, O_t]
+            for got, want in ((logits[i], alone[False](own)), (values[i], alone[True](own))):
+                np.testing.assert_allclose(got, want.numpy()[0], rtol=1e-5, atol=1e-5)
+                largest = max(largest, float(np.abs(got - want.numpy()[0]).max()))
+    print(f"largest difference, mixed vs alone: {largest:.3g}")
+    assert np.ptp(logits, axis=-1).min() > 1e-5  # Not a constant policy.
+    with pytest.raises(ConfigError, match="set network.topology: ''"):
+        load_run_config("mixed_ppo", ["network.topology=nsfnet"])
