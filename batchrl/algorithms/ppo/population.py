@@ -30,8 +30,8 @@ class PopulationPPO(Algorithm, Policy):
     tensor [M]. It computes what `PPO` computes for its seed (`member_seeds`: seed + m,
     or `train.seeds[m]`) and its settings: it starts from the networks PPO builds under
     that global seed, samples actions with the same stateless seeds, shuffles with the
-    same permutations, and its losses are `minibatch_loss`, vectorized over members with
-    `tf.vectorized_map`. The members' losses are summed: each member's parameters get
+    same permutations, and its losses are `minibatch_loss`, each member's in a `tf.map_fn`
+    (`MemberUpdate`). The members' losses are summed: each member's parameters get
     its own loss's gradient.
 
     Tensors carry the member axis first, [M, ...]; the environments' agents are
