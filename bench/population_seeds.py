@@ -4,6 +4,8 @@
     python bench/population_seeds.py --preset pendulum_tf --runs 4
     python bench/population_seeds.py --parts scaling --scaling 1 4 16 64 256
     python bench/population_seeds.py --parts purejaxrl --jax-python /work/jaxvenv/bin/python
+    python bench/population_seeds.py --preset cheetah --members 4 --parts runs \
+        --set train.total_steps=32768 --set train.eval_every=32768
 
 Three parts, in this order in one invocation, so that they share the machine's state:
 
@@ -15,7 +17,7 @@ Three parts, in this order in one invocation, so that they share the machine's s
   load their program from it), the preset's evaluations and checkpoints, and the export.
   With `--runs K < M` only seeds 0..K-1 run singly and their mean is multiplied by M
   (the table says so). Each run's final evaluation is its own (the preset's, on
-  Gymnasium), the same on both sides.
+  Gymnasium), the same on both sides. `--set KEY=VALUE` overrides both sides' runs.
 - `purejaxrl`: training alone, no evaluation, on both sides. batchrl builds the
   population as the train script does and makes the training calls of the whole budget
   (`train.xla_cache` off, so that it compiles); PureJaxRL's `jax.jit(jax.vmap(train))`
@@ -65,11 +67,11 @@ def run_train(preset: str, overrides: list[str], logdir: str) -> dict:
     return {"seconds": seconds, "evals": evals}
 
 
-def runs_part(preset: str, members: int, runs: int, target: float) -> dict:
+def runs_part(preset: str, members: int, runs: int, target: float, overrides=()) -> dict:
     """The population against single runs, each a train-script process."""
     singles, population = [], None
     with tempfile.TemporaryDirectory() as folder:
-        common = [f"train.xla_cache={folder}/xla"]
+        common = [*overrides, f"train.xla_cache={folder}/xla"]
         order = [*range(runs // 2), "population", *range(runs // 2, runs)]
         for item in order:
             logdir = f"{folder}/{item}"
@@ -264,6 +266,9 @@ def main(argv=None) -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--jax-python", default="/work/jaxvenv/bin/python")
     parser.add_argument("--purejaxrl", default=PUREJAXRL, help="its purejaxrl/ folder")
+    parser.add_argument(
+        "--set", action="append", default=[], help="an override of both sides' runs"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     target = (
@@ -275,7 +280,9 @@ def main(argv=None) -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     if "runs" in args.parts:
-        results["runs"] = runs_part(args.preset, args.members, args.runs or args.members, target)
+        results["runs"] = runs_part(
+            args.preset, args.members, args.runs or args.members, target, args.set
+        )
     if "purejaxrl" in args.parts:
         results["purejaxrl"] = purejaxrl_part(
             args.preset, args.members, args.jax_python, args.purejaxrl

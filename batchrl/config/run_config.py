@@ -375,7 +375,6 @@ def _check_population(config: Config) -> None:
         )
     needs = {
         "algorithm.name": (config.algorithm.name, "ppo"),
-        "env.backend": (config.env.backend, "tensorflow"),
         "network.name": (config.network.name, ("feedforward", "gru", "lstm")),
         "runner.name": (config.runner.name, "local"),
     }
@@ -389,7 +388,7 @@ def _check_population(config: Config) -> None:
             raise ConfigError(
                 f"train.population={population} does not support {key}={value!r}; a "
                 f"population needs {key}={valid} (PPO with feed-forward or recurrent "
-                "networks on environments in TensorFlow ops, runner local), or "
+                "networks, runner local), or "
                 "train.population=1."
             )
 

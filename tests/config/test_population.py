@@ -23,7 +23,6 @@ def test_a_population_of_the_tensorflow_presets_loads():
         ("cartpole_es", [], r"algorithm.name='es'"),
         ("cartpole_dqn_tf", [], r"algorithm.name='dqn'"),
         ("pendulum_sac_tf", [], r"algorithm.name='sac'"),
-        ("cartpole", [], r"env.backend='gymnasium'.*env.backend='tensorflow'"),
         ("cartpole_tf", ["network.name=graph"], r"network.name='graph'.*'feedforward', 'gru'"),
         ("cartpole_tf", ["runner.name=ray"], r"runner.name='ray'.*runner.name='local'"),
         ("cartpole_tf", ["ppo.update_mode=episodes"], r"ppo.update_mode='episodes'"),

@@ -63,6 +63,19 @@ def test_a_population_logs_and_evaluates_each_member(tmp_path):
     np.testing.assert_array_equal(best_policy(observ).numpy(), actions[best])
 
 
+def test_a_population_trains_on_gymnasium_environments(tmp_path):
+    """Members on Gymnasium's CartPole-v1 (M x B environments, environment i seeded with
+    seed + i, so no two members share an environment's stream), in graph mode."""
+    config = _debug("env.backend=gymnasium", "env.num_envs=2")
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] == 256
+    assert all(math.isfinite(row["eval_return"]) for row in result["members"])
+    for member in ("member-00", "member-02"):
+        assert scalars(tmp_path / member / "train", "simulate/episodes")
+    params = _policy_params(tmp_path)
+    assert params.shape[0] == 3 and not np.array_equal(params[0], params[1])
+
+
 def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
     code = train_script.main(
         [

@@ -8,13 +8,17 @@ from batchrl.config import load_run_config
 from batchrl.envs.routing import Routing
 
 
-def fixed_set_mean(algo, episodes, seed=123):
-    """Mean return of theta on a fixed set: the first episode of each of `episodes` networks."""
-    env = Routing(episodes, seed=seed, topology="nsfnet")
+def fixed_set_mean(algo, episodes, seed=123, topology="nsfnet", streams=None):
+    """Mean return of theta on a fixed set: the first episode of each of `episodes`
+    networks of `topology` (a name, or a list for a mixed batch, whose network i routes
+    on the topology its stream, `streams[i]`, picks)."""
+    env = Routing(episodes, seed=seed, topology=topology)
+    if streams is not None:
+        env.restart_streams(streams=streams)
     policy = PopulationPolicy(algo.network, env.action_space, 1, episodes)
     evaluator = PopulationEvaluator(env, policy, max_steps=1000)
     _, stats = evaluator(algo.strategy.theta[None])
-    return float(stats["mean_return"])
+    return float(stats["mean_return"]), env
 
 
 def train(overrides, generations, episodes, seed=0):
@@ -22,10 +26,10 @@ def train(overrides, generations, episodes, seed=0):
     batch_env = ES.make_batch_env(config, seed)
     algo = ES(batch_env, config, seed=seed)
     trainer = ES.make_trainer(config, algo, batch_env, seed)
-    before = fixed_set_mean(algo, episodes)
+    before, _ = fixed_set_mean(algo, episodes)
     for _ in range(generations):
         trainer.step()
-    return before, fixed_set_mean(algo, episodes)
+    return before, fixed_set_mean(algo, episodes)[0]
 
 
 def test_es_with_a_small_graph_network_improves_quickly():
