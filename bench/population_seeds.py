@@ -5,7 +5,8 @@
     python bench/population_seeds.py --parts scaling --scaling 1 4 16 64 256
     python bench/population_seeds.py --parts purejaxrl --jax-python /work/jaxvenv/bin/python
     python bench/population_seeds.py --preset cheetah --members 4 --parts runs \
-        --set train.total_steps=32768 --set train.eval_every=32768
+        --set train.total_steps=32768 --set train.eval_every=32768 \
+        --set-population ppo.jit_update=false
 
 Three parts, in this order in one invocation, so that they share the machine's state:
 
@@ -17,7 +18,9 @@ Three parts, in this order in one invocation, so that they share the machine's s
   load their program from it), the preset's evaluations and checkpoints, and the export.
   With `--runs K < M` only seeds 0..K-1 run singly and their mean is multiplied by M
   (the table says so). Each run's final evaluation is its own (the preset's, on
-  Gymnasium), the same on both sides. `--set KEY=VALUE` overrides both sides' runs.
+  Gymnasium), the same on both sides. `--set KEY=VALUE` overrides both sides' runs,
+  `--set-population KEY=VALUE` the population's only (a setting it refuses, such as
+  `ppo.jit_update=false`, so that the single runs keep their preset's best).
 - `purejaxrl`: training alone, no evaluation, on both sides. batchrl builds the
   population as the train script does and makes the training calls of the whole budget
   (`train.xla_cache` off, so that it compiles); PureJaxRL's `jax.jit(jax.vmap(train))`
@@ -67,7 +70,9 @@ def run_train(preset: str, overrides: list[str], logdir: str) -> dict:
     return {"seconds": seconds, "evals": evals}
 
 
-def runs_part(preset: str, members: int, runs: int, target: float, overrides=()) -> dict:
+def runs_part(
+    preset: str, members: int, runs: int, target: float, overrides=(), population_overrides=()
+) -> dict:
     """The population against single runs, each a train-script process."""
     singles, population = [], None
     with tempfile.TemporaryDirectory() as folder:
@@ -76,7 +81,8 @@ def runs_part(preset: str, members: int, runs: int, target: float, overrides=())
         for item in order:
             logdir = f"{folder}/{item}"
             if item == "population":
-                population = run_train(preset, [*common, f"train.population={members}"], logdir)
+                own = [*common, *population_overrides, f"train.population={members}"]
+                population = run_train(preset, own, logdir)
                 print(f"population of {members}: {population['seconds']:.1f} s", flush=True)
             else:
                 singles.append(run_train(preset, [*common, f"train.seed={item}"], logdir))
@@ -269,6 +275,9 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--set", action="append", default=[], help="an override of both sides' runs"
     )
+    parser.add_argument(
+        "--set-population", action="append", default=[], help="an override of its run only"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     target = (
@@ -281,7 +290,12 @@ def main(argv=None) -> None:
     }
     if "runs" in args.parts:
         results["runs"] = runs_part(
-            args.preset, args.members, args.runs or args.members, target, args.set
+            args.preset,
+            args.members,
+            args.runs or args.members,
+            target,
+            args.set,
+            args.set_population,
         )
     if "purejaxrl" in args.parts:
         results["purejaxrl"] = purejaxrl_part(
