@@ -167,7 +167,10 @@ def purejaxrl_part(preset: str, members: int, jax_python: str, folder: str) -> d
     command = [jax_python, str(here / "purejaxrl_seeds.py"), "--purejaxrl", folder]
     command += ["--config", json.dumps(purejaxrl_config(preset)), "--seeds", str(members)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=env)
+    try:  # JAX 0.10.2 on CPU has hung here (0% CPU, in block_until_ready) twice in 10 runs.
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"PureJaxRL did not finish in 900 s (a hung JAX?): {command}") from None
     if done.returncode:
         raise SystemExit(f"PureJaxRL failed:\n{done.stderr[-3000:]}")
     theirs = json.loads(done.stdout.strip().splitlines()[-1])

@@ -25,8 +25,8 @@ seconds), then called on N keys split from `PRNGKey(0)` (run seconds; `block_unt
 Its return per seed is the mean return of the episodes that ended during the last updates
 that span 256 steps of each environment (2 of CartPole's 128-step rollouts, 4 of
 Pendulum's 64): PureJaxRL's own metric (training episodes, stochastic policy); there is no
-separate evaluation. (With jax 0.10.2 on this machine a vmap over exactly 2 seeds hung at
-0% CPU; 4 and 16 ran.)
+separate evaluation. (With jax 0.10.2 on this machine a run sometimes hangs in
+`block_until_ready` at 0% CPU: every run over 2 seeds, and 1 of 5 over 16; rerun it.)
 """
 
 from __future__ import annotations
