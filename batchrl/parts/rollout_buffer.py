@@ -10,6 +10,28 @@ import tensorflow as tf
 Spec = Mapping[str, tuple[tuple[int, ...], tf.DType]]
 
 
+def transition_spec(
+    observ_shape, observ_dtype, sample_shape, sample_dtype, output_size: int, first: bool
+) -> dict[str, tuple]:
+    """The layout of an on-policy agent's step: its observation and the next (of
+    `observ_dtype`), the raw `sample` its policy drew and the policy `output` it came from,
+    the reward, `terminated` and `truncated`, and with `first` whether the step began an
+    episode (what a recurrent policy needs to replay its core). PPO's rollouts, a PPO
+    population's and IMPALA's unrolls store it."""
+    spec = {
+        "observ": (tuple(observ_shape), observ_dtype),
+        "next_observ": (tuple(observ_shape), observ_dtype),
+        "sample": (tuple(sample_shape), sample_dtype),
+        "output": ((output_size,), tf.float32),
+        "reward": ((), tf.float32),
+        "terminated": ((), tf.bool),
+        "truncated": ((), tf.bool),
+    }
+    if first:
+        spec["first"] = ((), tf.bool)
+    return spec
+
+
 def _zeros(shape, dtype=tf.float32, name=None):
     return tf.Variable(tf.zeros(shape, dtype), trainable=False, name=name)
 

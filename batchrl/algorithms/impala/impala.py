@@ -12,7 +12,7 @@ from batchrl.core import Algorithm, Learner, Policy
 from batchrl.networks import MLP, batch_apply, make_torso
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler
-from batchrl.parts.rollout_buffer import RolloutBuffer
+from batchrl.parts.rollout_buffer import RolloutBuffer, transition_spec
 from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.tools.in_graph_env import observ_dtype
 
@@ -194,17 +194,14 @@ class IMPALA(Algorithm, Learner, Policy):
         # Frames (uint8) stay bytes in the unroll unless they are normalized: the
         # networks cast them.
         stored = tf.float32 if cfg.normalize_observ else self._observ_dtype
-        spec = {
-            "observ": (self._observ_shape, stored),
-            "next_observ": (self._observ_shape, stored),
-            "sample": (self._sample_shape, self._sample_dtype),
-            "output": ((self.head.size,), tf.float32),
-            "reward": ((), tf.float32),
-            "terminated": ((), tf.bool),
-            "truncated": ((), tf.bool),
-        }
-        if self.recurrent:
-            spec["first"] = ((), tf.bool)
+        spec = transition_spec(
+            self._observ_shape,
+            stored,
+            self._sample_shape,
+            self._sample_dtype,
+            self.head.size,
+            first=self.recurrent,
+        )
         self.rollout = RolloutBuffer(self._length, self._batch_size, spec, name="unroll")
 
     # Act.

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.ppo.ppo import make_networks
 from batchrl.networks import PopulationMLP, PopulationRecurrent, is_recurrent
+from batchrl.parts.rollout_buffer import transition_spec
 
 
 class MemberNetworks:
@@ -82,18 +83,14 @@ class MemberNetworks:
         `sample` and `output` are what these networks' policy drew and computed; a
         recurrent policy's rollout also stores `first`, whether the step began an episode.
         """
-        spec = {
-            "observ": (tuple(observ_shape), tf.float32),
-            "next_observ": (tuple(observ_shape), tf.float32),
-            "sample": (self.sample_shape, self.sample_dtype),
-            "output": ((self.head.size,), tf.float32),
-            "reward": ((), tf.float32),
-            "terminated": ((), tf.bool),
-            "truncated": ((), tf.bool),
-        }
-        if self.recurrent:
-            spec["first"] = ((), tf.bool)
-        return spec
+        return transition_spec(
+            observ_shape,
+            tf.float32,
+            self.sample_shape,
+            self.sample_dtype,
+            self.head.size,
+            first=self.recurrent,
+        )
 
     def policy_output(self, observ: tf.Tensor) -> tf.Tensor:
         """Policy outputs [M, n, size] of normalized observations [M, n, O] (feed-forward)."""

@@ -16,7 +16,7 @@ from batchrl.networks.factory import check_graph_config
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.permutations import random_permutations
-from batchrl.parts.rollout_buffer import EpisodeBuffer, RolloutBuffer
+from batchrl.parts.rollout_buffer import EpisodeBuffer, RolloutBuffer, transition_spec
 from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.parts.untracked import Untracked
 
@@ -221,16 +221,14 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         self._sample_shape, self._sample_dtype = self.head.sample_spec()
         self._last_sample = _zeros((self._batch_size,) + self._sample_shape, self._sample_dtype)
         self._last_output = _zeros((self._batch_size, self.head.size))
-        spec = {
-            "observ": (self._observ_shape, tf.float32),
-            "next_observ": (self._observ_shape, tf.float32),
-            "sample": (self._sample_shape, self._sample_dtype),
-            "output": ((self.head.size,), tf.float32),
-            "reward": ((), tf.float32),
-            "terminated": ((), tf.bool),
-            "truncated": ((), tf.bool),
-            "first": ((), tf.bool),
-        }
+        spec = transition_spec(
+            self._observ_shape,
+            tf.float32,
+            self._sample_shape,
+            self._sample_dtype,
+            self.head.size,
+            first=True,
+        )
         if cfg.update_mode == "steps":
             self.rollout = RolloutBuffer(cfg.rollout_length, self._batch_size, spec)
         else:
