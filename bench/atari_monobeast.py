@@ -1,0 +1,384 @@
+"""Pong frames per second: batchrl's threads runner against TorchBeast's MonoBeast and ALE.
+
+    python -m bench.atari_monobeast                           # 60 s each (from the repo root)
+    python -m bench.atari_monobeast --seconds 5 --warmup 5 --torsos shallow   # a check
+
+One invocation measures, one after another on the same cores, PongNoFrameskip-v4 with
+TorchBeast's preprocessing, `--envs` games (default 4), unrolls of 80 steps and learner
+batches of 8 unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
+
+- `ALE ceiling`: the games alone, each in its own worker process, random actions, no
+  learner: the most frames per second these cores give with this preprocessing.
+- `MonoBeast`: TorchBeast's monobeast.py `train`, in a subprocess (its own process
+  group, killed at the end): `--num_actors` `--envs` actor processes of one game each,
+  `--batch_size 8 --unroll_length 80`, its default 2 learner threads, no LSTM, no CUDA,
+  no checkpoints. Its rate comes from its own log: the step counter of its "Steps N @ ..."
+  lines (learner steps, T x B = 640 per update) at their timestamps, from the first line
+  `--warmup` seconds after its first update to the first line `--seconds` later.
+- `batchrl`: `atari_impala` with the threads runner as `bench/atari_inference.py` runs it
+  (its `rate`): `--envs / --envs-per-actor` actor threads, each stepping
+  `--envs-per-actor` games in worker processes (`env.processes`) with its own policy
+  copy, and learner batches of `8 / --envs-per-actor` actor unrolls, so 8 unrolls of 80
+  steps, as MonoBeast's. `--warmup-updates` learner updates (tracing, the queue's first
+  fill), then `--seconds` of updates; steps counted as MonoBeast counts them (steps in
+  the learner's batches). Once per `--torsos`: shallow (the Nature ConvNet, MonoBeast's
+  `AtariNet`: 3 convolutions, dense 512) and deep (IMPALA's ResNet).
+
+Frames are environment steps x 4 (frame skip 4). Threads: MonoBeast runs with
+OMP_NUM_THREADS=1 (it sets that itself on import, and its README asks for it), so each of
+its processes, and each of its 2 learner threads, runs torch on one thread; batchrl runs
+with TensorFlow's default thread pools (as many intra-op threads as cores).
+
+TorchBeast comes from `--torchbeast` (default /work/torchbeast): the folder that
+`git archive HEAD` of facebookresearch/torchbeast (0af07b0, 2021-09-15) extracts to, put
+on the subprocess's PYTHONPATH; nothing of it is copied into batchrl or installed. Its
+code is run unchanged but for environment creation, which needs gym (not installed) and
+Baselines' wrappers over gym's Atari. The changes, all made in the subprocess at run
+time (`run_monobeast`):
+
+1. `sys.modules["gym"] = gymnasium` before importing `torchbeast.monobeast`, which
+   imports `torchbeast.atari_wrappers`, which imports gym; those wrappers are then never
+   used (its Gymnasium classes only get subclassed at import).
+2. `monobeast.create_env` is replaced by `make_monobeast_env`: batchrl's
+   `batchrl.tools.atari.make_atari(flags.env, episodic_life=True)` (the same
+   environments the batchrl and ceiling rows step: `gymnasium.make` of
+   PongNoFrameskip-v4 through ale-py, `AtariPreprocessing` with noop_max 30, frame skip
+   4 with the max of the last two frames, 84 x 84 grayscale, then Baselines'
+   `EpisodicLife` and `FireReset` as TorchBeast's `wrap_deepmind` applies them,
+   `FrameStackObservation` of 4), without its last wrapper that moves the frames to the
+   last axis: observations stay [4, 84, 84] uint8, as MonoBeast's `ImageToPyTorch`
+   gives them. Unlike Baselines' `FrameStack`, Gymnasium's repeats the first frame at
+   reset (Baselines also does) and returns an array instead of `LazyFrames`; rewards
+   are not clipped in either (`clip_rewards=False`).
+3. `OldGymApi` adapts Gymnasium's API to the old gym one MonoBeast's `Environment`
+   calls: `seed(s)` keeps the seed for the next `reset()`, `reset()` returns the
+   observation only, `step(a)` returns 4 values with done = terminated or truncated.
+
+Not measured: MonoBeast with IMPALA's ResNet. monobeast.py has only `AtariNet`; the
+ResNet is `Net` in polybeast_learner.py, which imports TorchBeast's C++ extensions
+(`nest`, `libtorchbeast`, not built here) and returns a tuple where MonoBeast expects a
+dict, so running it would need stubs and an adapter beyond environment creation. The
+deep batchrl row is therefore compared with the ceiling only.
+
+Cleanup: MonoBeast's process group is sent SIGTERM, then SIGKILL, at the end or on
+Ctrl-C; batchrl's trainer closes its environment workers; the ceiling's workers are
+terminated. The script reports any child process of its own left over at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+ENV_ID = "PongNoFrameskip-v4"
+FRAME_SKIP = 4
+UNROLL_LENGTH = 80
+BATCH_SIZE = 8  # Unrolls per learner update: MonoBeast's default, atari_impala's 2 x 4.
+# MonoBeast's progress line: "[INFO:<pid> monobeast:<line> <asctime>] Steps <n> @ ...".
+STEPS_LINE = re.compile(r"^\[INFO:\d+ monobeast:\d+ (\S+ \S+)\] Steps (\d+) @")
+
+
+class OldGymApi:
+    """A Gymnasium environment with the old gym API that MonoBeast's `Environment` calls."""
+
+    def __init__(self, env):
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self._seed = None
+
+    def seed(self, seed: int) -> None:
+        self._seed = int(seed)
+
+    def reset(self) -> np.ndarray:
+        observ, _ = self.env.reset(seed=self._seed)
+        self._seed = None
+        return observ
+
+    def step(self, action: int):
+        observ, reward, terminated, truncated, info = self.env.step(action)
+        return observ, reward, terminated or truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_monobeast_env(flags) -> OldGymApi:
+    """MonoBeast's `create_env`: batchrl's Atari game, frames first [4, 84, 84] uint8."""
+    from batchrl.tools.atari import FramesLast, make_atari, register_envs
+
+    register_envs()
+    env = make_atari(flags.env, episodic_life=True)
+    assert isinstance(env, FramesLast), type(env)
+    return OldGymApi(env.env)  # Without FramesLast: Gymnasium's stack, frames first.
+
+
+def run_monobeast(argv: list[str]) -> None:
+    """In the subprocess: MonoBeast's `train(flags)` with the changes the docstring lists."""
+    import gymnasium
+
+    sys.modules["gym"] = gymnasium  # Change 1: atari_wrappers imports gym.
+    from torchbeast import monobeast
+
+    monobeast.create_env = make_monobeast_env  # Changes 2 and 3.
+    monobeast.train(monobeast.parser.parse_args(argv))
+
+
+def _log_time(stamp: str) -> float:
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def monobeast_rate(torchbeast: str, envs: int, warmup: float, seconds: float) -> dict:
+    """MonoBeast's learner steps per second over `seconds`, from its own log."""
+    savedir = tempfile.mkdtemp(prefix="monobeast-")
+    command = [
+        sys.executable,
+        "-m",
+        "bench.atari_monobeast",
+        "--monobeast-child",
+        *("--env", ENV_ID, "--num_actors", str(envs), "--batch_size", str(BATCH_SIZE)),
+        *("--unroll_length", str(UNROLL_LENGTH), "--total_steps", str(10**12)),
+        *("--savedir", savedir, "--xpid", "bench", "--disable_checkpoint", "--disable_cuda"),
+    ]
+    path = os.pathsep.join([torchbeast, str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path.rstrip(os.pathsep), OMP_NUM_THREADS="1")
+    points, tail = [], []  # (log time, steps); the last lines, for errors.
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # Its own process group, with its forked actors.
+    )
+
+    def read() -> None:
+        for line in process.stderr:
+            tail[:] = [*tail[-30:], line]
+            match = STEPS_LINE.match(line)
+            if match:
+                points.append((_log_time(match.group(1)), int(match.group(2))))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300.0
+
+        def wait_for(condition) -> tuple[float, int]:
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise RuntimeError("MonoBeast ended:\n" + "".join(tail))
+                for point in points:
+                    if condition(point):
+                        return point
+                time.sleep(0.5)
+            raise TimeoutError("MonoBeast's log stalled:\n" + "".join(tail))
+
+        first = wait_for(lambda point: point[1] > 0)
+        begin = wait_for(lambda point: point[0] >= first[0] + warmup)
+        end = wait_for(lambda point: point[0] >= begin[0] + seconds)
+        steps = (end[1] - begin[1]) / (end[0] - begin[0])
+        return {"steps_per_second": steps, "seconds": end[0] - begin[0]}
+    finally:
+        stop_group(process)
+        reader.join(timeout=5.0)
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group of `process` (its own session), then SIGKILL."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            process.poll()
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                return  # Everyone in the group is gone.
+            time.sleep(0.1)
+
+
+def _ceiling_worker(seed: int, barrier, seconds: float, results) -> None:
+    from batchrl.tools.atari import make_atari, register_envs
+
+    register_envs()
+    env = make_atari(ENV_ID, episodic_life=True)
+    rng = np.random.default_rng(seed)
+    actions = env.action_space.n
+    env.reset(seed=seed)
+    for _ in range(100):  # Warm-up: the emulator's first steps.
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(actions)))
+        if terminated or truncated:
+            env.reset()
+    barrier.wait()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(actions)))
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    results.put((steps, time.perf_counter() - start))
+    env.close()
+
+
+def ceiling_rate(envs: int, seconds: float) -> dict:
+    """Steps per second of `envs` games in worker processes, random actions, no learner."""
+    context = multiprocessing.get_context("spawn")  # Imports no TensorFlow, forks none.
+    barrier, results = context.Barrier(envs), context.Queue()
+    workers = [
+        context.Process(target=_ceiling_worker, args=(seed, barrier, seconds, results))
+        for seed in range(envs)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        counts = [results.get(timeout=seconds + 120.0) for _ in workers]
+        for worker in workers:
+            worker.join(timeout=10.0)
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(timeout=5.0)
+    # All started together; each divides its own steps by its own time.
+    return {"steps_per_second": sum(steps / elapsed for steps, elapsed in counts)}
+
+
+def batchrl_rate(torso: str, envs: int, envs_per_actor: int, warmup: int, seconds: float):
+    """batchrl's threads runner on `atari_impala`: learner steps per second."""
+    from bench.atari_inference import rate
+
+    if envs % envs_per_actor or BATCH_SIZE % envs_per_actor:
+        raise ValueError(f"--envs-per-actor {envs_per_actor} must divide {envs} and 8.")
+    steps, _ = rate(
+        torso,
+        envs // envs_per_actor,
+        "actor",
+        0.005,
+        warmup,
+        seconds,
+        overrides=(
+            f"env.id={ENV_ID}",
+            f"env.num_envs={envs_per_actor}",
+            f"threads.learner_batch={BATCH_SIZE // envs_per_actor}",
+            f"impala.unroll_length={UNROLL_LENGTH}",
+        ),
+    )
+    return {"steps_per_second": steps}
+
+
+def leftover_children() -> list[str]:
+    """Processes whose parent is this one (from /proc), as 'pid command line'.
+
+    Leaves out multiprocessing's resource tracker (the ceiling's spawn context starts it;
+    it ends when this process does).
+    """
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if parent == os.getpid() and "resource_tracker" not in command:
+            found.append(f"{proc.name} {command}")
+    return found
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--monobeast-child"]:
+        run_monobeast(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torchbeast", default="/work/torchbeast", help="extracted folder")
+    parser.add_argument("--envs", type=int, default=4, help="games (MonoBeast's actors)")
+    parser.add_argument("--envs-per-actor", type=int, default=4, help="batchrl env.num_envs")
+    parser.add_argument("--torsos", nargs="*", default=["shallow", "deep"])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=15.0, help="MonoBeast, seconds")
+    parser.add_argument("--warmup-updates", type=int, default=5, help="batchrl")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["ceiling", "monobeast"])
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    if not (Path(args.torchbeast) / "torchbeast" / "monobeast.py").is_file():
+        parser.error(f"--torchbeast {args.torchbeast}: no torchbeast/monobeast.py there.")
+    cpus = os.cpu_count()
+    print(f"{_cpu_model()}, {cpus} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
+    rows = []  # (name, network, result)
+
+    def record(name: str, network: str, result: dict) -> None:
+        result["load_average"] = os.getloadavg()[0]
+        rows.append((name, network, result))
+        steps = result["steps_per_second"]
+        print(
+            f"{name} {network}: {steps:.1f} steps/s, {FRAME_SKIP * steps:.0f} frames/s "
+            f"(load {result['load_average']:.2f})",
+            flush=True,
+        )
+
+    try:
+        if "ceiling" not in args.skip:
+            record("ALE ceiling", "-", ceiling_rate(args.envs, args.seconds))
+        if "monobeast" not in args.skip:
+            result = monobeast_rate(args.torchbeast, args.envs, args.warmup, args.seconds)
+            record("MonoBeast", "shallow", result)
+        for torso in args.torsos:
+            result = batchrl_rate(
+                torso, args.envs, args.envs_per_actor, args.warmup_updates, args.seconds
+            )
+            record("batchrl threads", torso, result)
+    finally:
+        left = leftover_children()
+        print(f"leftover child processes: {', '.join(left) if left else 'none'}", flush=True)
+    print_table(rows)
+    if args.json:
+        results = [{"run": name, "network": network, **result} for name, network, result in rows]
+        record_args = {**vars(args), "cpu": _cpu_model(), "cores": cpus}
+        Path(args.json).write_text(json.dumps({"args": record_args, "rows": results}, indent=1))
+
+
+def print_table(rows: list) -> None:
+    """The markdown table: frames/s, and batchrl's rows over MonoBeast's and the ceiling."""
+    rates = {(name, network): result["steps_per_second"] for name, network, result in rows}
+    ceiling = rates.get(("ALE ceiling", "-"))
+    print("\n| run | network | steps/s | frames/s | / MonoBeast | / ALE ceiling |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, network, result in rows:
+        steps = result["steps_per_second"]
+        beast = rates.get(("MonoBeast", network))
+        versus_beast = f"{steps / beast:.2f}" if beast and name.startswith("batchrl") else ""
+        versus_ceiling = f"{steps / ceiling:.2f}" if ceiling and name != "ALE ceiling" else ""
+        print(
+            f"| {name} | {network} | {steps:,.0f} | {FRAME_SKIP * steps:,.0f} | "
+            f"{versus_beast} | {versus_ceiling} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
