@@ -68,11 +68,11 @@ terminated. The script reports any child process of its own left over at the end
 from __future__ import annotations
 
 import argparse
-import datetime
+import csv
 import json
 import multiprocessing
 import os
-import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,8 +88,6 @@ ENV_ID = "PongNoFrameskip-v4"
 FRAME_SKIP = 4
 UNROLL_LENGTH = 80
 BATCH_SIZE = 8  # Unrolls per learner update: MonoBeast's default, atari_impala's 2 x 4.
-# MonoBeast's progress line: "[INFO:<pid> monobeast:<line> <asctime>] Steps <n> @ ...".
-STEPS_LINE = re.compile(r"^\[INFO:\d+ monobeast:\d+ (\S+ \S+)\] Steps (\d+) @")
 
 
 class OldGymApi:
@@ -127,36 +125,67 @@ def make_monobeast_env(flags) -> OldGymApi:
     return OldGymApi(env.env)  # Without FramesLast: Gymnasium's stack, frames first.
 
 
-def run_monobeast(argv: list[str]) -> None:
+def polybeast_net(net_class):
+    """PolyBeast's `Net` (IMPALA's ResNet) as MonoBeast builds and calls its `Net`."""
+
+    class PolyBeastNet(net_class):
+        def __init__(self, observation_shape, num_actions, use_lstm=False):
+            del observation_shape  # PolyBeast's takes [4, 84, 84] frames only.
+            super().__init__(num_actions, use_lstm)
+
+        def forward(self, inputs, core_state=()):
+            (action, logits, baseline), core_state = super().forward(inputs, core_state)
+            return dict(policy_logits=logits, baseline=baseline, action=action), core_state
+
+    return PolyBeastNet
+
+
+def run_monobeast(torso: str, argv: list[str]) -> None:
     """In the subprocess: MonoBeast's `train(flags)` with the changes the docstring lists."""
+    import types
+
     import gymnasium
 
     sys.modules["gym"] = gymnasium  # Change 1: atari_wrappers imports gym.
     from torchbeast import monobeast
 
     monobeast.create_env = make_monobeast_env  # Changes 2 and 3.
+    if torso == "deep":  # Changes 4 and 5.
+        for name in ("nest", "libtorchbeast"):  # Used by PolyBeast's LSTM and actors only.
+            sys.modules[name] = types.ModuleType(name)
+        from torchbeast import polybeast_learner
+
+        monobeast.Net = polybeast_net(polybeast_learner.Net)
     monobeast.train(monobeast.parser.parse_args(argv))
 
 
-def _log_time(stamp: str) -> float:
-    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+def _log_points(logs: Path) -> list[tuple[float, int]]:
+    """(time, steps before it) of each learner update in MonoBeast's logs.csv."""
+    if not logs.exists():
+        return []
+    lines = logs.read_text().splitlines()
+    if not lines or not lines[0].startswith("# "):
+        return []
+    reader = csv.DictReader(lines[1:], fieldnames=lines[0][2:].split(","))
+    return [(float(row["_time"]), int(row["step"])) for row in reader if row.get("step")]
 
 
-def monobeast_rate(torchbeast: str, envs: int, warmup: float, seconds: float) -> dict:
-    """MonoBeast's learner steps per second over `seconds`, from its own log."""
+def monobeast_rate(torchbeast: str, torso: str, envs: int, warmup: float, seconds: float) -> dict:
+    """MonoBeast's learner steps per second over `seconds`, from its own logs.csv."""
     savedir = tempfile.mkdtemp(prefix="monobeast-")
     command = [
         sys.executable,
         "-m",
         "bench.atari_monobeast",
         "--monobeast-child",
+        torso,
         *("--env", ENV_ID, "--num_actors", str(envs), "--batch_size", str(BATCH_SIZE)),
         *("--unroll_length", str(UNROLL_LENGTH), "--total_steps", str(10**12)),
         *("--savedir", savedir, "--xpid", "bench", "--disable_checkpoint", "--disable_cuda"),
     ]
     path = os.pathsep.join([torchbeast, str(REPO), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path.rstrip(os.pathsep), OMP_NUM_THREADS="1")
-    points, tail = [], []  # (log time, steps); the last lines, for errors.
+    tail = []  # Its last lines of stderr, for errors.
     process = subprocess.Popen(
         command,
         cwd=REPO,
@@ -170,33 +199,29 @@ def monobeast_rate(torchbeast: str, envs: int, warmup: float, seconds: float) ->
     def read() -> None:
         for line in process.stderr:
             tail[:] = [*tail[-30:], line]
-            match = STEPS_LINE.match(line)
-            if match:
-                points.append((_log_time(match.group(1)), int(match.group(2))))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 300.0
-
-        def wait_for(condition) -> tuple[float, int]:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise RuntimeError("MonoBeast ended:\n" + "".join(tail))
-                for point in points:
-                    if condition(point):
-                        return point
-                time.sleep(0.5)
-            raise TimeoutError("MonoBeast's log stalled:\n" + "".join(tail))
-
-        first = wait_for(lambda point: point[1] > 0)
-        begin = wait_for(lambda point: point[0] >= first[0] + warmup)
-        end = wait_for(lambda point: point[0] >= begin[0] + seconds)
+        deadline = time.monotonic() + 300.0 + warmup + seconds
+        logs = Path(savedir) / "bench" / "logs.csv"
+        while True:  # One row per learner update: its time, and the steps before it.
+            points = _log_points(logs)
+            begin = next((p for p in points if p[0] >= points[0][0] + warmup), None)
+            end = begin and next((p for p in points if p[0] >= begin[0] + seconds), None)
+            if end:
+                break
+            if process.poll() is not None:
+                raise RuntimeError("MonoBeast ended:\n" + "".join(tail))
+            if time.monotonic() > deadline:
+                raise TimeoutError("MonoBeast's log stalled:\n" + "".join(tail))
+            time.sleep(0.5)
         steps = (end[1] - begin[1]) / (end[0] - begin[0])
         return {"steps_per_second": steps, "seconds": end[0] - begin[0]}
     finally:
         stop_group(process)
         reader.join(timeout=5.0)
+        shutil.rmtree(savedir, ignore_errors=True)
 
 
 def stop_group(process: subprocess.Popen) -> None:
@@ -313,12 +338,14 @@ def _cpu_model() -> str:
 
 def main() -> None:
     if sys.argv[1:2] == ["--monobeast-child"]:
-        run_monobeast(sys.argv[2:])
+        run_monobeast(sys.argv[2], sys.argv[3:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torchbeast", default="/work/torchbeast", help="extracted folder")
     parser.add_argument("--envs", type=int, default=4, help="games (MonoBeast's actors)")
-    parser.add_argument("--envs-per-actor", type=int, default=4, help="batchrl env.num_envs")
+    parser.add_argument(
+        "--envs-per-actor", type=int, nargs="*", default=[4], help="batchrl env.num_envs"
+    )
     parser.add_argument("--torsos", nargs="*", default=["shallow", "deep"])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=15.0, help="MonoBeast, seconds")
@@ -345,14 +372,17 @@ def main() -> None:
     try:
         if "ceiling" not in args.skip:
             record("ALE ceiling", "-", ceiling_rate(args.envs, args.seconds))
-        if "monobeast" not in args.skip:
-            result = monobeast_rate(args.torchbeast, args.envs, args.warmup, args.seconds)
-            record("MonoBeast", "shallow", result)
         for torso in args.torsos:
-            result = batchrl_rate(
-                torso, args.envs, args.envs_per_actor, args.warmup_updates, args.seconds
-            )
-            record("batchrl threads", torso, result)
+            if "monobeast" not in args.skip:
+                result = monobeast_rate(
+                    args.torchbeast, torso, args.envs, args.warmup, args.seconds
+                )
+                record("MonoBeast", torso, result)
+            for per_actor in args.envs_per_actor:
+                result = batchrl_rate(
+                    torso, args.envs, per_actor, args.warmup_updates, args.seconds
+                )
+                record(f"batchrl {args.envs // per_actor}x{per_actor}", torso, result)
     finally:
         left = leftover_children()
         print(f"leftover child processes: {', '.join(left) if left else 'none'}", flush=True)
