@@ -336,10 +336,18 @@ def _cpu_model() -> str:
     return "unknown"
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--monobeast-child"]:
         run_monobeast(sys.argv[2], sys.argv[3:])
         return
+    # Ctrl-C, even when started in the background (which ignores it), and SIGTERM both
+    # end the measurement through the `finally` clauses that stop the children.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torchbeast", default="/work/torchbeast", help="extracted folder")
     parser.add_argument("--envs", type=int, default=4, help="games (MonoBeast's actors)")
