@@ -1,68 +1,80 @@
 """Pong frames per second: batchrl's threads runner against TorchBeast's MonoBeast and ALE.
 
-    python -m bench.atari_monobeast                           # 60 s each (from the repo root)
-    python -m bench.atari_monobeast --seconds 5 --warmup 5 --torsos shallow   # a check
+    python -m bench.atari_monobeast --json bench/results/atari_monobeast.json  # 60 s each
+    python -m bench.atari_monobeast --seconds 5 --warmup 1 --torsos shallow   # a check
 
-One invocation measures, one after another on the same cores, PongNoFrameskip-v4 with
-TorchBeast's preprocessing, `--envs` games (default 4), unrolls of 80 steps and learner
-batches of 8 unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
+Run from the repository root (`bench` is found as a namespace package). One invocation
+measures, one after another on the same cores, PongNoFrameskip-v4 with TorchBeast's
+preprocessing, `--envs` games (default 4), unrolls of 80 steps and learner batches of 8
+unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
 
-- `ALE ceiling`: the games alone, each in its own worker process, random actions, no
-  learner: the most frames per second these cores give with this preprocessing.
+- `ALE ceiling`: the games alone, each in its own worker process (spawned), uniformly
+  random actions, no network and no learner, all started together and run for
+  `--seconds`: the most frames per second these cores give with this preprocessing.
 - `MonoBeast`: TorchBeast's monobeast.py `train`, in a subprocess (its own process
-  group, killed at the end): `--num_actors` `--envs` actor processes of one game each,
-  `--batch_size 8 --unroll_length 80`, its default 2 learner threads, no LSTM, no CUDA,
-  no checkpoints. Its rate comes from its own log: the step counter of its "Steps N @ ..."
-  lines (learner steps, T x B = 640 per update) at their timestamps, from the first line
-  `--warmup` seconds after its first update to the first line `--seconds` later.
-- `batchrl`: `atari_impala` with the threads runner as `bench/atari_inference.py` runs it
-  (its `rate`): `--envs / --envs-per-actor` actor threads, each stepping
-  `--envs-per-actor` games in worker processes (`env.processes`) with its own policy
-  copy, and learner batches of `8 / --envs-per-actor` actor unrolls, so 8 unrolls of 80
-  steps, as MonoBeast's. `--warmup-updates` learner updates (tracing, the queue's first
-  fill), then `--seconds` of updates; steps counted as MonoBeast counts them (steps in
-  the learner's batches). Once per `--torsos`: shallow (the Nature ConvNet, MonoBeast's
-  `AtariNet`: 3 convolutions, dense 512) and deep (IMPALA's ResNet).
+  group, killed at the end): `--num_actors` = `--envs` actor processes of one game each
+  (MonoBeast's actor is one game), `--batch_size 8 --unroll_length 80`, its default 2
+  learner threads and 8 buffers, no LSTM, no CUDA, no checkpoints. Its rate comes from
+  its own log, logs.csv, which has one row per learner update with its time and its step
+  counter (T x B = 640 steps per update): from the first update `--warmup` seconds after
+  its first update to the first update `--seconds` later.
+- `batchrl AxE`: `atari_impala` with the threads runner as `bench/atari_inference.py`
+  runs it (its `rate`, per-actor inference): A = `--envs / --envs-per-actor` actor
+  threads, each stepping E = `--envs-per-actor` games in worker processes
+  (`env.processes`, one game each) with its own policy copy, and learner batches of
+  `8 / E` actor unrolls of [80, E], so 8 unrolls of 80 steps, as MonoBeast's. A row per
+  value of `--envs-per-actor` (default 4: one actor thread of 4 games, atari_impala's
+  layout). `--warmup-updates` learner updates (tracing, the queue's first fill), then
+  updates for `--seconds`; steps counted as MonoBeast counts them (steps in the
+  learner's batches).
+
+Networks (`--torsos`): shallow, the Nature ConvNet (MonoBeast's `AtariNet`: 3
+convolutions, dense 512, linear policy and baseline; batchrl's `NatureConvNet`), and
+deep, IMPALA's ResNet (16, 32, 32 channels, dense 256; batchrl's `ImpalaResNet`, and
+PolyBeast's `Net` run inside MonoBeast: changes 4 and 5 below). TorchBeast's heads also
+read the clipped reward (and, shallow, the one-hot last action); batchrl's do not: 7 or 1
+inputs more on a 512- or 256-wide layer.
 
 Frames are environment steps x 4 (frame skip 4). Threads: MonoBeast runs with
-OMP_NUM_THREADS=1 (it sets that itself on import, and its README asks for it), so each of
-its processes, and each of its 2 learner threads, runs torch on one thread; batchrl runs
-with TensorFlow's default thread pools (as many intra-op threads as cores).
+OMP_NUM_THREADS=1 (it sets that itself on import, as its README asks), so each of its
+actor processes and each of its 2 learner threads computes on one thread; batchrl runs
+with TensorFlow's default thread pools (intra-op threads = cores), its games in their
+own processes.
 
 TorchBeast comes from `--torchbeast` (default /work/torchbeast): the folder that
 `git archive HEAD` of facebookresearch/torchbeast (0af07b0, 2021-09-15) extracts to, put
 on the subprocess's PYTHONPATH; nothing of it is copied into batchrl or installed. Its
-code is run unchanged but for environment creation, which needs gym (not installed) and
-Baselines' wrappers over gym's Atari. The changes, all made in the subprocess at run
-time (`run_monobeast`):
+files are unchanged. Changes made to it in the subprocess at run time (`run_monobeast`),
+1 to 3 for environment creation (it needs gym, not installed, and Baselines' wrappers
+over gym's Atari), 4 and 5 for the deep network only:
 
 1. `sys.modules["gym"] = gymnasium` before importing `torchbeast.monobeast`, which
    imports `torchbeast.atari_wrappers`, which imports gym; those wrappers are then never
-   used (its Gymnasium classes only get subclassed at import).
+   used (its classes only subclass Gymnasium's at import).
 2. `monobeast.create_env` is replaced by `make_monobeast_env`: batchrl's
-   `batchrl.tools.atari.make_atari(flags.env, episodic_life=True)` (the same
+   `batchrl.tools.atari.make_atari(flags.env, episodic_life=True)`, the same
    environments the batchrl and ceiling rows step: `gymnasium.make` of
-   PongNoFrameskip-v4 through ale-py, `AtariPreprocessing` with noop_max 30, frame skip
-   4 with the max of the last two frames, 84 x 84 grayscale, then Baselines'
-   `EpisodicLife` and `FireReset` as TorchBeast's `wrap_deepmind` applies them,
-   `FrameStackObservation` of 4), without its last wrapper that moves the frames to the
-   last axis: observations stay [4, 84, 84] uint8, as MonoBeast's `ImageToPyTorch`
-   gives them. Unlike Baselines' `FrameStack`, Gymnasium's repeats the first frame at
-   reset (Baselines also does) and returns an array instead of `LazyFrames`; rewards
-   are not clipped in either (`clip_rewards=False`).
+   PongNoFrameskip-v4 through ale-py (no sticky actions, minimal action set),
+   `AtariPreprocessing` (up to 30 no-ops, frame skip 4 with the max of the last two
+   frames, 84 x 84 grayscale, cv2's INTER_AREA), Baselines' `EpisodicLife` and
+   `FireReset` as TorchBeast's `wrap_deepmind` applies them (Pong has no lives),
+   `FrameStackObservation` of 4, but without its last wrapper (`FramesLast`): frames
+   stay [4, 84, 84] uint8, as TorchBeast's `ImageToPyTorch` gives them. Rewards are not
+   clipped by the environment in either (TorchBeast: `clip_rewards=False`). Gymnasium's
+   stack returns an array where Baselines' returns `LazyFrames`.
 3. `OldGymApi` adapts Gymnasium's API to the old gym one MonoBeast's `Environment`
    calls: `seed(s)` keeps the seed for the next `reset()`, `reset()` returns the
    observation only, `step(a)` returns 4 values with done = terminated or truncated.
+4. Deep only: empty modules stand in for `nest` and `libtorchbeast` (TorchBeast's C++
+   extensions, not built here), so that `torchbeast.polybeast_learner` imports; its
+   `Net` uses them only with the LSTM, which is off.
+5. Deep only: `monobeast.Net` is replaced by `polybeast_net(polybeast_learner.Net)`, a
+   subclass that takes MonoBeast's constructor arguments and returns MonoBeast's dict
+   (policy_logits, baseline, action) where PolyBeast's returns a tuple.
 
-Not measured: MonoBeast with IMPALA's ResNet. monobeast.py has only `AtariNet`; the
-ResNet is `Net` in polybeast_learner.py, which imports TorchBeast's C++ extensions
-(`nest`, `libtorchbeast`, not built here) and returns a tuple where MonoBeast expects a
-dict, so running it would need stubs and an adapter beyond environment creation. The
-deep batchrl row is therefore compared with the ceiling only.
-
-Cleanup: MonoBeast's process group is sent SIGTERM, then SIGKILL, at the end or on
-Ctrl-C; batchrl's trainer closes its environment workers; the ceiling's workers are
-terminated. The script reports any child process of its own left over at the end.
+Cleanup: MonoBeast's process group is sent SIGTERM, then SIGKILL, at the end, on
+Ctrl-C and on SIGTERM; batchrl's trainer closes its environment workers; the ceiling's
+workers are terminated. The script prints any child process of its own left at the end.
 """
 
 from __future__ import annotations
