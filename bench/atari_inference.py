@@ -24,8 +24,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def rate(torso: str, actors: int, inference: str, timeout: float, warmup: int, seconds: float):
-    """Environment steps per second, and the mean actors per forward pass (dynamic)."""
+def rate(
+    torso: str,
+    actors: int,
+    inference: str,
+    timeout: float,
+    warmup: int,
+    seconds: float,
+    overrides: tuple[str, ...] = (),
+):
+    """Environment steps per second, and the mean actors per forward pass (dynamic).
+
+    `overrides` are further `--set` strings for `atari_impala` (e.g. `env.num_envs=2`).
+    """
     from batchrl.config import load_run_config
     from batchrl.runners.threads import ThreadsTrainer
     from batchrl.runners.train import make_algorithm
@@ -37,6 +48,7 @@ def rate(torso: str, actors: int, inference: str, timeout: float, warmup: int, s
             f"threads.num_actors={actors}",
             f"threads.inference={inference}",
             f"threads.inference_timeout={timeout}",
+            *overrides,
         ],
     )
     algo = make_algorithm(config, ThreadsTrainer.make_batch_env(config, 0))
