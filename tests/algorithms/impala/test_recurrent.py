@@ -251,11 +251,13 @@ def train_on_cue(core, iterations=60):
     return float(evaluation()["mean_return"])
 
 
+@pytest.mark.slow  # About 2 to 4 s; the pair moved out of the default suite for its budget.
 def test_lstm_core_remembers_the_cue():
     """Seeds 0 to 3 evaluated 1.0 after 60 updates (2026-11-26; 0.66 to 1.0 after 30)."""
     assert train_on_cue("lstm") == 1.0
 
 
+@pytest.mark.slow
 def test_feedforward_impala_cannot_remember_the_cue():
     """The control of the test above."""
     assert train_on_cue("none") <= 0.75  # 0.44 after 60 updates; at best 0.5 expected.

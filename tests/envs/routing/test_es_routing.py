@@ -32,6 +32,7 @@ def train(overrides, generations, episodes, seed=0):
     return before, fixed_set_mean(algo, episodes)[0]
 
 
+@pytest.mark.slow  # About 7 to 11 s: out of the default suite for its budget.
 def test_es_with_a_small_graph_network_improves_quickly():
     """A small graph network (H = 8, R = 8, T = 2), 16 pairs, Adam 0.02, 6 generations.
 
