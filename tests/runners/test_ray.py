@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
@@ -14,7 +15,9 @@ import tensorflow as tf
 from batchrl.algorithms import IMPALA
 from batchrl.algorithms.es import ES, GenerationTrainer
 from batchrl.config import ConfigError, load_run_config
+from batchrl.core import BehaviourPolicy
 from batchrl.runners import train
+from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
@@ -155,23 +158,25 @@ def test_the_routing_presets_train_on_ray_unchanged(ray_cluster, tmp_path, prese
     assert result["step"] > 0 and np.isfinite(result["eval_return"])
 
 
-@pytest.fixture(scope="module")
-def impala(ray_cluster):
-    """IMPALA on CartPole with 2 Ray actors of 2 environments in worker processes, T=16."""
-    config = load_run_config(
-        "debug_impala",
-        ["env.id=CartPole-v1", "env.processes=true", "runner.name=ray", "ray.num_actors=2"],
-    )
+def impala_runner(overrides, **kwargs):
+    """debug_impala on CartPole (B=2, T=16) with runner ray and `overrides`, and a
+    `RayActorLearner` of it with `kwargs` (2 actors unless they say otherwise)."""
+    config = load_run_config("debug_impala", ["env.id=CartPole-v1", "runner.name=ray", *overrides])
     algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
     runner = RayActorLearner(
         functools.partial(make_batch_env, config.env, config.env.num_envs),
         functools.partial(make_behaviour_policy, config),
         algo,
-        num_actors=2,
-        unroll_length=16,
-        learner_batch=2,
-        requests_per_actor=2,
-        timeout=180,
+        **{"num_actors": 2, "unroll_length": 16, "timeout": 180, **kwargs},
+    )
+    return algo, runner
+
+
+@pytest.fixture(scope="module")
+def impala(ray_cluster):
+    """IMPALA on CartPole with 2 Ray actors of 2 environments in worker processes, T=16."""
+    _, runner = impala_runner(
+        ["env.processes=true", "ray.num_actors=2"], learner_batch=2, requests_per_actor=2
     )
     with runner:
         yield runner
@@ -323,21 +328,10 @@ def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
 
 @pytest.mark.slow  # Two more actors to start: 15 to 30 s.
 def test_central_inference_acts_for_all_actors_with_the_newest_weights(ray_cluster):
-    """ray.inference=central: every update learns from T steps of all actors' environments,
+    """ray.inference=central, lockstep dynamic batching: every update learns from T steps
+    of all actors' environments, each forward pass serves both actors, and all steps are
     acted on in this process with the weights of that update (lag 0)."""
-    config = load_run_config(
-        "debug_impala", ["env.id=CartPole-v1", "runner.name=ray", "ray.inference=central"]
-    )
-    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
-    runner = RayActorLearner(
-        functools.partial(make_batch_env, config.env, config.env.num_envs),
-        functools.partial(make_behaviour_policy, config),
-        algo,
-        num_actors=2,
-        unroll_length=16,
-        inference="central",
-        timeout=180,
-    )
+    _, runner = impala_runner(["ray.inference=central"], inference="central")
     with runner:
         pids, _ = actor_info(runner.actors)
         episodes = 0
@@ -347,6 +341,7 @@ def test_central_inference_acts_for_all_actors_with_the_newest_weights(ray_clust
             assert stats["policy_lag"] == 0.0
             episodes += stats["episodes"]
         assert runner.version == 3
+        assert runner.batcher.batch_sizes == [2] * 3 * 16
         assert episodes >= 1  # Episodes end and are counted (CartPole's, of the initial policy).
     assert not wait_gone(pids)
 
@@ -385,30 +380,18 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
 
 
 @pytest.mark.slow  # One more actor to start: 10 to 20 s.
-def test_impala_with_an_lstm_core_carries_its_state_in_ray_actors(ray_cluster):
-    """network.core=lstm on Ray actors (actor inference): the actors' `UnrollCollector`
-    carries the core state, unrolls bring the state they started from, the learner
-    learns from them."""
-    config = load_run_config(
-        "debug_impala",
-        [
-            "env.id=CartPole-v1",
-            "runner.name=ray",
-            "ray.num_actors=1",
-            "network.core=lstm",
-            "network.core_size=8",
-        ],
-    )
-    algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
-    runner = RayActorLearner(
-        functools.partial(make_batch_env, config.env, config.env.num_envs),
-        functools.partial(make_behaviour_policy, config),
-        algo,
+@pytest.mark.parametrize("inference", ["actor", "dynamic"])
+def test_impala_with_an_lstm_core_carries_its_state_on_ray(ray_cluster, inference):
+    """network.core=lstm on Ray actors: the actors' `UnrollCollector` (actor inference) or
+    the learner's batcher (dynamic) carries the core state, unrolls bring the state they
+    started from, the learner learns from them."""
+    overrides = ["ray.num_actors=1", "network.core=lstm", "network.core_size=8"]
+    algo, runner = impala_runner(
+        [*overrides, f"ray.inference={inference}"],
         num_actors=1,
-        unroll_length=16,
         learner_batch=1,
         requests_per_actor=1,
-        timeout=180,
+        inference=inference,
     )
     with runner:
         first, second = runner.next_unroll(), runner.next_unroll()
@@ -420,3 +403,177 @@ def test_impala_with_an_lstm_core_carries_its_state_in_ray_actors(ray_cluster):
     # The second unroll's start states are zeros exactly where an episode begins.
     carried = np.abs(second.arrays["core_state"]).sum(-1) > 0  # [B]
     np.testing.assert_array_equal(carried, ~second.arrays["first"][0])
+
+
+class EchoEnv(gym.Env):
+    """Observations [id, t]: the seed of its first reset and the step of its episode.
+
+    It takes only the action `100 * id + t` (raising ValueError for any other), so a
+    policy that echoes the observation proves that each environment got its own row.
+    Episodes last `EPISODE` steps, a reward of 1 each; actor `slow` sleeps `delay`
+    seconds a step (actor i's seeds are 1000 i on).
+    """
+
+    EPISODE = 5
+    observation_space = gym.spaces.Box(0.0, 1e6, (2,), np.float32)
+    action_space = gym.spaces.Discrete(10**8)
+
+    def __init__(self, slow: int, delay: float):
+        self._slow, self._delay = slow, delay
+        self._id = self._t = None
+
+    def reset(self, *, seed=None, options=None):
+        if self._id is None:
+            self._id = seed
+        self._t = 0
+        return np.array([self._id, 0], np.float32), {}
+
+    def step(self, action):
+        if int(action) != 100 * self._id + self._t:
+            raise ValueError(f"environment {self._id} at step {self._t} got action {action}")
+        if self._id // 1000 == self._slow:
+            time.sleep(self._delay)
+        self._t += 1
+        observ = np.array([self._id, self._t], np.float32)
+        return observ, 1.0, self._t == self.EPISODE, False, {}
+
+
+def echo_envs(slow: int = -1, delay: float = 0.0) -> BatchEnv:
+    return BatchEnv([EchoEnv(slow, delay) for _ in range(2)], blocking=True)
+
+
+class EchoPolicy(BehaviourPolicy):
+    """Acts `100 * id + t` for observations [id, t]; recurrent, it counts t in its state
+    (reset where `first`) instead of reading it, so wrong rows of states show."""
+
+    def __init__(self, recurrent: bool = False):
+        self.recurrent = recurrent
+
+    def initial_state(self, batch_size):
+        return np.zeros([batch_size, 1], np.float32) if self.recurrent else None
+
+    def __call__(self, observ, first=None, state=None):
+        ids, t = observ[:, 0].astype(np.int64), observ[:, 1].astype(np.int64)
+        if self.recurrent:
+            t = np.where(first, 0, state[:, 0]).astype(np.int64)
+        action = 100 * ids + t
+        result = (action, action, observ.copy())
+        return (*result, (t + 1.0)[:, None].astype(np.float32)) if self.recurrent else result
+
+    def load(self, weights):
+        pass
+
+
+@pytest.mark.parametrize("recurrent", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a_slow_one(
+    ray_cluster, recurrent
+):
+    """3 actors of 2 echo environments, at most 2 actors a forward pass, 0.05 s timeout;
+    actor 2 sleeps 1 s a step. Every environment gets its own action (the environments
+    check), every unroll is one actor's T=4 consecutive steps, no pass serves more than 2
+    actors, and the fast actors fill the first unrolls: lockstep would give each actor
+    one unroll in three. Recurrent: the states fed back are each environment's own. With
+    a timeout shorter than its step, the slow actor is named in a TimeoutError."""
+    from batchrl.runners.ray import EnvActor
+    from batchrl.runners.ray.actors import Actors
+    from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
+
+    make_env = functools.partial(echo_envs, slow=2, delay=1.0)
+
+    def make_actor(index, restarts):
+        seed = 1000 * index + 100_000 * restarts
+        return EnvActor.options(num_cpus=0.25).remote(make_env, None, seed, 1)
+
+    actors = Actors(make_actor, max_restarts=0, timeout=180)
+    actors.start(3)
+    try:
+        pids, _ = actor_info(actors.handles)
+        assert set(pids) <= set(ray_actor_processes())
+        policy = EchoPolicy(recurrent)
+        batcher = RayDynamicBatcher(actors, policy, lambda _: EchoPolicy(recurrent), 4, 2, 0.05)
+        unrolls = [batcher.next_unroll() for _ in range(8)]
+        actors.timeout = 0.5  # Shorter than a slow step: the fast actors' answers do not hide it.
+        with pytest.raises(TimeoutError, match=r"No result from Ray actors? [0-9, ]*2 for"):
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                batcher.next_unroll()
+    finally:
+        actors.close()
+    assert not wait_gone(pids)
+    assert max(batcher.batch_sizes) <= 2 and min(batcher.batch_sizes) >= 1
+    assert 2 in batcher.batch_sizes  # Passes served two actors at once.
+    counts = [sum(unroll.actor == index for unroll in unrolls) for index in range(3)]
+    assert counts[2] <= 1 and counts[0] + counts[1] >= 7, counts
+    steps = {index: [] for index in range(3)}  # Each actor's unrolls, in order.
+    for unroll in unrolls:
+        observ, next_observ = unroll.arrays["observ"], unroll.arrays["next_observ"]  # [4, 2, 2]
+        ids = np.broadcast_to(1000 * unroll.actor + np.arange(2), (4, 2))  # Its own envs.
+        np.testing.assert_array_equal(observ[..., 0], ids)
+        np.testing.assert_array_equal(
+            unroll.arrays["sample"], 100 * observ[..., 0] + observ[..., 1]
+        )
+        np.testing.assert_array_equal(unroll.arrays["output"], observ)
+        np.testing.assert_array_equal(next_observ[..., 1], observ[..., 1] + 1)  # Consecutive.
+        ended = next_observ[..., 1] == EchoEnv.EPISODE
+        np.testing.assert_array_equal(unroll.arrays["terminated"], ended)
+        assert len(unroll.returns) == ended.sum() and set(unroll.returns) <= {5.0}
+        if recurrent:
+            np.testing.assert_array_equal(unroll.arrays["core_state"][:, 0], observ[0, :, 1])
+        steps[unroll.actor].append(observ[..., 1])
+    for unrolls_of_actor in steps.values():  # t runs 0, 1, ..., 4, 0, ... across unrolls.
+        if unrolls_of_actor:
+            t = np.concatenate(unrolls_of_actor)[:, 0]
+            np.testing.assert_array_equal(t, np.arange(len(t)) % EchoEnv.EPISODE)
+
+
+def ray_actor_processes() -> list[int]:
+    """The processes of this session's Ray actors of the IMPALA runner (`EnvActor`)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "EnvActor" in " ".join(process.cmdline()):
+                found.append(process.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.slow  # Three more actors to start: 15 to 30 s.
+def test_impala_with_dynamic_batching_trains_through_the_train_script(
+    ray_cluster, tmp_path, event_tags
+):
+    """runner ray with ray.inference=dynamic, 3 actors, 1 actor a pass at least: the train
+    script's run makes its updates, records the actors per pass, and its actors are gone
+    at the end."""
+    before = set(ray_actor_processes())
+    overrides = [
+        "env.id=CartPole-v1",
+        "runner.name=ray",
+        "ray.inference=dynamic",
+        "ray.num_actors=3",
+        "ray.inference_batch=2",
+        "ray.cpus_per_actor=0.25",
+        "train.total_steps=256",
+        "train.eval_every=0",
+    ]
+    config = load_run_config("debug_impala", overrides)
+    assert train(config, tmp_path, progress=quiet)["step"] == 256  # 4 updates of 2 x 16 x 2.
+    tags = event_tags(tmp_path / "train")
+    assert {"impala/policy_lag", "impala/inference_batch"} <= tags
+    deadline = time.monotonic() + 30
+    while set(ray_actor_processes()) - before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not set(ray_actor_processes()) - before
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["ray.inference=dynamic", "ray.inference_batch=3"], r"inference_batch=3.*1 to 2"),
+        (["ray.inference_timeout=-1"], r"inference_timeout=-1"),
+        (["ray.inference=lockstep"], r"ray.inference.*'dynamic'"),
+    ],
+)
+def test_dynamic_batching_config_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config("debug_impala", ["runner.name=ray", "ray.num_actors=2", *overrides])

@@ -109,12 +109,6 @@ class IMPALA(Algorithm, Learner, Policy):
                 f"network.name={config.network.name!r}: IMPALA's networks are feed-forward "
                 "(network.name='feedforward')."
             )
-        core = config.network.get("core", "none")
-        if core != "none" and config.runner.name == "ray" and config.ray.inference == "central":
-            raise ConfigError(
-                f"network.core={core!r} with ray.inference='central': central inference "
-                "carries no core state yet; use ray.inference='actor' or runner threads."
-            )
         steps_per_call = config.train.steps_per_call
         if config.runner.name == "local" and steps_per_call % cfg.unroll_length:
             raise ConfigError(

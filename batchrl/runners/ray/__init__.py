@@ -12,6 +12,7 @@ except ImportError as error:  # Reported at config load, where the registry reso
 from batchrl.runners.ray.actors import EnvActor, connect  # noqa: E402
 from batchrl.runners.ray.apex import RayApex  # noqa: E402
 from batchrl.runners.ray.apex_actor import ApexActor, epsilons  # noqa: E402
+from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher  # noqa: E402
 from batchrl.runners.ray.impala import RayActorLearner, make_behaviour_policy  # noqa: E402
 from batchrl.runners.ray.population import (  # noqa: E402
     PopulationWorker,
@@ -29,6 +30,7 @@ __all__ = [
     "PopulationWorker",
     "RayActorLearner",
     "RayApex",
+    "RayDynamicBatcher",
     "RayPopulation",
     "RaySamplers",
     "ReplayShard",

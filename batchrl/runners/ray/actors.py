@@ -56,7 +56,7 @@ class EnvActor:
     """A Ray actor that owns a batch of environments (an `UnrollCollector`).
 
     With a behaviour policy (actor-side inference) `unroll` returns whole unrolls; without
-    one (central inference) the learner sends actions to `step`.
+    one (dynamic batching in the learner) the learner sends actions to `step`.
     """
 
     def __init__(self, make_env, make_policy, seed: int, tf_threads: int):
@@ -75,9 +75,11 @@ class EnvActor:
     def observ(self) -> np.ndarray:
         return self._collector.observ
 
-    def step(self, action) -> tuple[dict, np.ndarray]:
-        """One batched step: the transition, and the observations to act on next."""
-        return self._collector.step(action), self._collector.observ
+    def step(self, action) -> tuple[dict, np.ndarray, tuple[list[float], list[int]]]:
+        """One batched step: the transition, the observations to act on next, and the
+        returns and lengths of the episodes that ended in it."""
+        transition = self._collector.step(action)
+        return transition, self._collector.observ, self._collector.take_episodes()
 
     def take_episodes(self) -> tuple[list[float], list[int]]:
         return self._collector.take_episodes()
@@ -204,16 +206,20 @@ class Actors:
             if ready:
                 return ready
             if time.monotonic() > deadline:
-                source = f"Ray {self.kind}s"
-                if actors:
-                    indices = sorted(set(actors))
-                    noun = self.kind if len(indices) == 1 else f"{self.kind}s"
-                    source = f"Ray {noun} {', '.join(map(str, indices))}"
-                raise TimeoutError(
-                    f"No result from {source} for {self.timeout:.0f} s (ray.timeout) while "
-                    f"waiting for {what}; restarts so far: {self.restarts}. Are the actors "
-                    "pending for want of CPUs (ray.cpus_per_actor), or a node lost?"
-                )
+                raise self.timeout_error(what, actors)
+
+    def timeout_error(self, what: str, actors=()) -> TimeoutError:
+        """The error for no result in `timeout` seconds, naming the `actors` (indices)."""
+        source = f"Ray {self.kind}s"
+        if actors:
+            indices = sorted(set(actors))
+            noun = self.kind if len(indices) == 1 else f"{self.kind}s"
+            source = f"Ray {noun} {', '.join(map(str, indices))}"
+        return TimeoutError(
+            f"No result from {source} for {self.timeout:.0f} s (ray.timeout) while "
+            f"waiting for {what}; restarts so far: {self.restarts}. Are the actors "
+            "pending for want of CPUs (ray.cpus_per_actor), or a node lost?"
+        )
 
     def gather(self, call: Callable[[int, object], object], what: str) -> list:
         """`ray.get(call(index, handle))` for every actor, in index order.

@@ -69,8 +69,16 @@ class RayTrainer(Trainer):
                 "requests_per_actor": (lambda x: x in (1, 2), "1 or 2"),
                 "max_actor_restarts": (lambda x: x >= 0, ">= 0"),
                 "timeout": (lambda x: x > 0, "> 0 seconds"),
+                "inference_batch": (lambda x: x >= 0, ">= 0 (0: all actors)"),
+                "inference_timeout": (lambda x: x >= 0, ">= 0 seconds"),
             },
         )
+        if cfg.inference == "dynamic" and cfg.inference_batch > cfg.num_actors:
+            raise ConfigError(
+                f"Invalid ray.inference_batch={cfg.inference_batch}: a forward pass serves "
+                f"at most the ray.num_actors={cfg.num_actors} actors; use 1 to "
+                f"{cfg.num_actors}, or 0 for all."
+            )
         address = cfg.address
         host, _, port = address.rpartition(":")
         if address not in ("", "auto") and not (host and port.isdigit()):
@@ -227,6 +235,8 @@ class RayTrainer(Trainer):
                     learner_batch=cfg.learner_batch,
                     requests_per_actor=cfg.requests_per_actor,
                     inference=cfg.inference,
+                    max_batch=cfg.inference_batch,
+                    batch_timeout=cfg.inference_timeout,
                     seed=seed,
                     **common,
                 )

@@ -151,10 +151,6 @@ def test_concatenated_unrolls_join_their_states_along_the_batch():
         (["network.core_size=0"], r"network.core_size=0; it must be > 0"),
         (["network.core=transformer"], r"network.core.*'none', 'gru', 'lstm'"),
         (["algorithm.name=ppo"], r"network.core='lstm' is built by IMPALA only"),
-        (
-            ["runner.name=ray", "ray.inference=central"],
-            r"central inference carries no core state",
-        ),
     ],
 )
 def test_config_errors(overrides, message):
