@@ -2,6 +2,7 @@
 
     python -m bench.atari_monobeast --json bench/results/atari_monobeast.json  # 60 s each
     python -m bench.atari_monobeast --seconds 5 --warmup 1 --torsos shallow   # a check
+    python -m bench.atari_monobeast --rows ray --seconds 5 --warmup-updates 1 --torsos shallow
 
 Run from the repository root (`bench` is found as a namespace package). One invocation
 measures, one after another on the same cores, PongNoFrameskip-v4 with TorchBeast's
@@ -27,6 +28,13 @@ unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
   layout). `--warmup-updates` learner updates (tracing, the queue's first fill), then
   updates for `--seconds`; steps counted as MonoBeast counts them (steps in the
   learner's batches).
+- `batchrl ray AxE` (only with `--rows ray`): the same layout with the Ray runner
+  (`runner.name=ray`, Ray started on this machine for the row and shut down after it)
+  and dynamic batching (`ray.inference=dynamic`): A Ray actors of E games each only
+  step their games; the learner's process acts for whichever actors wait, in one
+  forward pass (`--ray-batch` actors at most, 0: all; `--ray-timeout` seconds), and
+  learns from batches of `8 / E` actor unrolls. It also prints the mean actors per
+  forward pass. Each actor reserves `--ray-cpus` Ray CPUs.
 
 Networks (`--torsos`): shallow, the Nature ConvNet (MonoBeast's `AtariNet`: 3
 convolutions, dense 512, linear policy and baseline; batchrl's `NatureConvNet`), and
@@ -100,6 +108,7 @@ ENV_ID = "PongNoFrameskip-v4"
 FRAME_SKIP = 4
 UNROLL_LENGTH = 80
 BATCH_SIZE = 8  # Unrolls per learner update: MonoBeast's default, atari_impala's 2 x 4.
+ROWS = ("ceiling", "monobeast", "batchrl", "ray")  # What --rows chooses.
 
 
 class OldGymApi:
@@ -322,6 +331,57 @@ def batchrl_rate(torso: str, envs: int, envs_per_actor: int, warmup: int, second
     return {"steps_per_second": steps}
 
 
+def ray_rate(
+    torso: str,
+    envs: int,
+    envs_per_actor: int,
+    warmup: int,
+    seconds: float,
+    max_batch: int = 0,
+    timeout: float = 0.005,
+    cpus: float = 0.5,
+) -> dict:
+    """batchrl's Ray runner with dynamic batching on `atari_impala`: learner steps per
+    second, and the mean actors per forward pass."""
+    from batchrl.config import load_run_config
+    from batchrl.runners.ray import RayTrainer
+    from batchrl.runners.train import make_algorithm
+
+    if envs % envs_per_actor or BATCH_SIZE % envs_per_actor:
+        raise ValueError(f"--envs-per-actor {envs_per_actor} must divide {envs} and 8.")
+    config = load_run_config(
+        "atari_impala",
+        [
+            f"network.torso={torso}",
+            f"env.id={ENV_ID}",
+            f"env.num_envs={envs_per_actor}",
+            f"impala.unroll_length={UNROLL_LENGTH}",
+            "runner.name=ray",
+            "ray.inference=dynamic",
+            f"ray.num_actors={envs // envs_per_actor}",
+            f"ray.learner_batch={BATCH_SIZE // envs_per_actor}",
+            f"ray.inference_batch={max_batch}",
+            f"ray.inference_timeout={timeout}",
+            f"ray.cpus_per_actor={cpus}",
+        ],
+    )
+    algo = make_algorithm(config, RayTrainer.make_batch_env(config, 0))
+    trainer = RayTrainer(config, algo)  # Starts Ray here; `close` shuts it down.
+    try:
+        for _ in range(warmup):
+            trainer.step()
+        sizes = trainer.runner.batcher.batch_sizes
+        passes = len(sizes)
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            steps += trainer.step()[0]
+        elapsed = time.perf_counter() - start
+        per_pass = float(np.mean(sizes[passes:])) if len(sizes) > passes else float("nan")
+        return {"steps_per_second": steps / elapsed, "actors_per_pass": per_pass}
+    finally:
+        trainer.close()
+
+
 def leftover_children() -> list[str]:
     """Processes whose parent is this one (from /proc), as 'pid command line'.
 
@@ -370,10 +430,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=15.0, help="MonoBeast, seconds")
     parser.add_argument("--warmup-updates", type=int, default=5, help="batchrl")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["ceiling", "monobeast"])
+    parser.add_argument(
+        "--rows", nargs="*", default=["ceiling", "monobeast", "batchrl"], choices=ROWS
+    )
+    parser.add_argument("--skip", nargs="*", default=[], choices=ROWS, help="of --rows")
+    parser.add_argument("--ray-batch", type=int, default=0, help="ray.inference_batch")
+    parser.add_argument("--ray-timeout", type=float, default=0.005, help="ray.inference_timeout")
+    parser.add_argument("--ray-cpus", type=float, default=0.5, help="ray.cpus_per_actor")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    if not (Path(args.torchbeast) / "torchbeast" / "monobeast.py").is_file():
+    rows_wanted = [row for row in args.rows if row not in args.skip]
+    if (
+        "monobeast" in rows_wanted
+        and not (Path(args.torchbeast) / "torchbeast" / "monobeast.py").is_file()
+    ):
         parser.error(f"--torchbeast {args.torchbeast}: no torchbeast/monobeast.py there.")
     cpus = os.cpu_count()
     print(f"{_cpu_model()}, {cpus} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -383,26 +453,40 @@ def main() -> None:
         result["load_average"] = os.getloadavg()[0]
         rows.append((name, network, result))
         steps = result["steps_per_second"]
+        per_pass = result.get("actors_per_pass")
         print(
             f"{name} {network}: {steps:.1f} steps/s, {FRAME_SKIP * steps:.0f} frames/s "
-            f"(load {result['load_average']:.2f})",
+            + (f"{per_pass:.2f} actors a pass " if per_pass is not None else "")
+            + f"(load {result['load_average']:.2f})",
             flush=True,
         )
 
     try:
-        if "ceiling" not in args.skip:
+        if "ceiling" in rows_wanted:
             record("ALE ceiling", "-", ceiling_rate(args.envs, args.seconds))
         for torso in args.torsos:
-            if "monobeast" not in args.skip:
+            if "monobeast" in rows_wanted:
                 result = monobeast_rate(
                     args.torchbeast, torso, args.envs, args.warmup, args.seconds
                 )
                 record("MonoBeast", torso, result)
-            for per_actor in args.envs_per_actor:
+            for per_actor in args.envs_per_actor if "batchrl" in rows_wanted else []:
                 result = batchrl_rate(
                     torso, args.envs, per_actor, args.warmup_updates, args.seconds
                 )
                 record(f"batchrl {args.envs // per_actor}x{per_actor}", torso, result)
+            for per_actor in args.envs_per_actor if "ray" in rows_wanted else []:
+                result = ray_rate(
+                    torso,
+                    args.envs,
+                    per_actor,
+                    args.warmup_updates,
+                    args.seconds,
+                    args.ray_batch,
+                    args.ray_timeout,
+                    args.ray_cpus,
+                )
+                record(f"batchrl ray {args.envs // per_actor}x{per_actor}", torso, result)
     finally:
         left = leftover_children()
         print(f"leftover child processes: {', '.join(left) if left else 'none'}", flush=True)
