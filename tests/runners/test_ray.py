@@ -472,8 +472,11 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
     actor 2 sleeps 1 s a step. Every environment gets its own action (the environments
     check), every unroll is one actor's T=4 consecutive steps, no pass serves more than 2
     actors, and the fast actors fill the first unrolls: lockstep would give each actor
-    one unroll in three. Recurrent: the states fed back are each environment's own. With
-    a timeout shorter than its step, the slow actor is named in a TimeoutError."""
+    one unroll in three. Recurrent (slow): the states fed back are each environment's
+    own, and a killed actor is replaced by one that starts a new unroll. With a timeout
+    shorter than its step, the slow actor is named in a TimeoutError."""
+    import ray
+
     from batchrl.runners.ray import EnvActor
     from batchrl.runners.ray.actors import Actors
     from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
@@ -484,7 +487,7 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
         seed = 1000 * index + 100_000 * restarts
         return EnvActor.options(num_cpus=0.25).remote(make_env, None, seed, 1)
 
-    actors = Actors(make_actor, max_restarts=0, timeout=180)
+    actors = Actors(make_actor, max_restarts=1, timeout=180)
     actors.start(3)
     try:
         pids, _ = actor_info(actors.handles)
@@ -492,6 +495,18 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
         policy = EchoPolicy(recurrent)
         batcher = RayDynamicBatcher(actors, policy, lambda _: EchoPolicy(recurrent), 4, 2, 0.05)
         unrolls = [batcher.next_unroll() for _ in range(8)]
+        if recurrent:  # The slow variant also replaces a killed actor.
+            victim = actors.handles[0]
+            (victim_pid,), _ = actor_info([victim])
+            ray.kill(victim, no_restart=True)
+            end = time.monotonic() + 120
+            while time.monotonic() < end:  # Until the replacement's first unroll.
+                restarted = batcher.next_unroll()
+                if restarted.actor == 0 and restarted.arrays["observ"][0, 0, 0] >= 100_000:
+                    break
+            assert actors.restarts == 1 and actors.handles[0] is not victim
+            assert not wait_gone([victim_pid])
+            pids, _ = actor_info(actors.handles)
         actors.timeout = 0.5  # Shorter than a slow step: the fast actors' answers do not hide it.
         with pytest.raises(TimeoutError, match=r"No result from Ray actors? [0-9, ]*2 for"):
             end = time.monotonic() + 60
@@ -524,6 +539,10 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
         if unrolls_of_actor:
             t = np.concatenate(unrolls_of_actor)[:, 0]
             np.testing.assert_array_equal(t, np.arange(len(t)) % EchoEnv.EPISODE)
+    if recurrent:  # The replacement's environments (seeds 100,000 on) start a new unroll.
+        np.testing.assert_array_equal(restarted.arrays["observ"][:, 0, 0], 100_000)
+        np.testing.assert_array_equal(restarted.arrays["observ"][:, 0, 1], np.arange(4))
+        np.testing.assert_array_equal(restarted.arrays["core_state"], 0.0)
 
 
 def ray_actor_processes() -> list[int]:
