@@ -28,8 +28,8 @@ class UnrollCollector:
     It is the part of an actor that does not depend on where the actor runs: an actor
     thread (`batchrl.runners.threads`) and a Ray actor (`batchrl.runners.ray`) both drive
     one. With actor-side inference, `unroll(policy, T)` acts with the actor's own policy
-    copy; with central inference the learner chooses the actions and calls `step` with
-    them, one batched step at a time.
+    copy; with dynamic batching on Ray the learner chooses the actions and calls `step`
+    with them, one batched step at a time.
 
     Environments are reset as their episodes end; the transition keeps the final
     observation as `next_observ`, and `observ` is then the first of the next episode.

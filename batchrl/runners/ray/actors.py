@@ -81,9 +81,6 @@ class EnvActor:
         transition = self._collector.step(action)
         return transition, self._collector.observ, self._collector.take_episodes()
 
-    def take_episodes(self) -> tuple[list[float], list[int]]:
-        return self._collector.take_episodes()
-
     def pid(self) -> int:
         return os.getpid()
 
