@@ -71,7 +71,7 @@ class RayDynamicBatcher:
 
         Args:
           actors: the `EnvActor`s, without policies of their own.
-          policy: acts for them all; the caller loads its weights (see `version`).
+          policy: acts for them all, holding the weights of version 0 (see `load`).
           make_finisher: a policy copy for actor i, used only for its `finish_unroll`.
           unroll_length: T.
           max_batch: the most actors one call of `policy` serves, >= 1.
@@ -87,7 +87,7 @@ class RayDynamicBatcher:
         self._max_batch = max_batch
         self._timeout = timeout
         self._recurrent = policy.initial_state(1) is not None
-        self.version = 0  # The learner version of the weights `policy` holds: the caller's.
+        self.version = 0  # The learner version of the weights `policy` holds.
         self.batch_sizes: list[int] = []  # Actors per call of `policy`, for statistics.
         self._pending: dict = {}  # ObjectRef -> (actor index, sent at)
         self._ready: list[int] = []  # Actors whose observations wait, in order of arrival.
@@ -112,6 +112,12 @@ class RayDynamicBatcher:
             for ref in self._wait(self._max_batch - waiting if waiting else 1, due):
                 self._receive(ref)
         return self._finished.pop(0)
+
+    def load(self, weights: list[np.ndarray], version: int) -> None:
+        """The learner's weights of `version` for the next calls, unless they are loaded."""
+        if version != self.version:
+            self.policy.load(weights)
+            self.version = version
 
     def _start(self, index: int) -> _ActorSteps:
         """A fresh record of actor `index`'s handle, and its first call, for observations."""

@@ -148,10 +148,10 @@ class RayActorLearner(ActorGroup):
           RuntimeError: actors failed more than `max_actor_restarts` times.
           TimeoutError: an actor gave no result for `timeout` seconds.
         """
-        if self.batcher is not None and self.batcher.version != self.version:
-            self.batcher.policy.load(self._values)
-            self.batcher.version = self.version
-        passes = len(self.batcher.batch_sizes) if self.batcher else 0
+        passes = 0
+        if self.batcher is not None:
+            self.batcher.load(self._values, self.version)
+            passes = len(self.batcher.batch_sizes)
         unrolls = [self.next_unroll() for _ in range(self._batch)]
         self._learn(concatenate(unrolls))
         lags = [self.version - unroll.version for unroll in unrolls]
