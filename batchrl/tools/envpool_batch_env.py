@@ -13,7 +13,14 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from batchrl.config.config import ConfigError
-from batchrl.tools.atari import FRAME_SKIP, FRAME_STACK, NOOP_MAX, SCREEN_SIZE, is_atari
+from batchrl.tools.atari import (
+    FRAME_SKIP,
+    FRAME_STACK,
+    NOOP_MAX,
+    SCREEN_SIZE,
+    is_atari,
+    register_envs,
+)
 
 INSTALL = "pip install -e '.[atari,envpool]' (Linux x86_64, Python 3.10 or 3.11)"
 
@@ -40,8 +47,10 @@ def envpool_task(env_id: str) -> str:
     `env_id`.
 
     Raises:
-      ConfigError: `env_id` is not an ale-py game, or EnvPool does not have it.
+      ConfigError: ale-py or envpool is missing, `env_id` is not an ale-py game, or
+        EnvPool does not have it.
     """
+    register_envs()  # The ale-py ids, whose `game` names EnvPool's task.
     if not is_atari(env_id):
         raise ConfigError(
             f"env.engine='envpool' runs Atari games (ale-py ids such as PongNoFrameskip-v4) "
@@ -91,6 +100,8 @@ class EnvPoolBatchEnv:
       in `BatchEnv`, but from another generator than ale-py's, so the games differ from
       Gymnasium's of the same seed. A seed is given when the pool is built, so
       `reset(seed=...)` builds a new pool.
+    - The emulator and ROMs are EnvPool's own build of ALE, not ale-py 0.12.1's; the
+      frames of Pong are the same (tests/tools/test_envpool_batch_env.py).
 
     EnvPool's asynchronous mode (a batch of the first games to finish their step) is
     not offered: the actors' unrolls need every environment at every step.
@@ -127,11 +138,11 @@ class EnvPoolBatchEnv:
         if num_envs < 1:
             raise ValueError(f"EnvPoolBatchEnv needs at least 1 environment, got {num_envs}.")
         self._envpool = import_envpool()
+        self._task = envpool_task(env_id)
         kwargs = gym.spec(env_id).kwargs
         if repeat_action_probability is None:
             repeat_action_probability = kwargs.get("repeat_action_probability", 0.0)
         frames = max_episode_steps or kwargs.get("max_num_frames_per_episode") or 108_000
-        self._task = envpool_task(env_id)
         self._options = dict(
             num_envs=num_envs,
             batch_size=num_envs,  # Synchronous: every step returns all N games.
