@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,8 @@ def import_envpool():
     Raises:
       ConfigError: envpool is not installed; says how to install it.
     """
+    if sys.modules.get("envpool") is not None:  # No redirection: other threads may print.
+        return sys.modules["envpool"]
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # gym's "unmaintained since 2022".
             import envpool
@@ -235,10 +238,9 @@ class EnvPoolBatchEnv:
                     f"all {self._size} of them, so it takes no indices (got {indices})."
                 )
             self.close()
-            with contextlib.redirect_stderr(io.StringIO()):  # See `import_envpool`.
-                self._pool = self._envpool.make(
-                    self._task, env_type="gymnasium", seed=int(seed), **self._options
-                )
+            self._pool = self._envpool.make(
+                self._task, env_type="gymnasium", seed=int(seed), **self._options
+            )
         elif self._pool is None:
             return self.reset(seed=int(np.random.SeedSequence().entropy % 2**31))
         ids = self._all if indices is None else np.asarray(indices, np.int32).reshape(-1)
