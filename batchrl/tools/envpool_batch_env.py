@@ -291,7 +291,7 @@ def _rows(array: np.ndarray) -> np.ndarray:
     NumPy 1 kept it; NumPy 2 moved it, so every array EnvPool returns has strides 0 and
     shows the first element everywhere. The data behind it is whole and C-ordered.
     """
-    if array.ndim == 0 or array.strides[-1] == array.itemsize or array.size <= 1:
+    if array.size <= 1 or any(array.strides):  # A build for NumPy 2 gives its strides.
         return array
     strides = np.cumprod((array.shape[1:] + (1,))[::-1])[::-1] * array.itemsize
     return as_strided(array, array.shape, tuple(int(s) for s in strides), writeable=False)

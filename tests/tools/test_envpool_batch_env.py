@@ -200,3 +200,18 @@ def test_close_joins_envpools_threads():
     assert threads() >= before + 2
     batch_env.close()
     assert threads() == before
+
+
+def test_arrays_of_strides_0_are_read_with_c_strides():
+    """EnvPool 0.8.4 under NumPy 2 returns arrays of strides 0 over whole C-ordered data."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from batchrl.tools.envpool_batch_env import _rows
+
+    data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    broken = as_strided(data, data.shape, (0, 0, 0))
+    assert (broken == 0).all()
+    np.testing.assert_array_equal(_rows(broken), data)
+    assert _rows(data) is data  # Arrays with strides are kept.
+    single = as_strided(data, (1,), (0,))
+    assert _rows(single) is single
