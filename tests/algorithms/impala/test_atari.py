@@ -93,7 +93,7 @@ def test_a_short_atari_run_through_the_train_script(tmp_path, monkeypatch, no_ne
     assert action.shape == (3,) and action.dtype == tf.int32
 
 
-@pytest.mark.parametrize("runner", ["threads", "local"])
+@pytest.mark.parametrize("runner", ["threads", pytest.param("local", marks=pytest.mark.slow)])
 def test_a_short_atari_run_on_envpool(runner, tmp_path, monkeypatch, no_new_children):
     """atari_impala with env.engine=envpool cut down to 1,000 steps (4,000 frames) of 2
     games: with the threads runner (one actor thread) and the local one. Training steps
