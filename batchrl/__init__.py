@@ -24,6 +24,7 @@ _EXPORTS = {
     "Trainer": "batchrl.core",
     "ExternalProcess": "batchrl.tools.external_process",
     "BatchEnv": "batchrl.tools.batch_env",
+    "EnvPoolBatchEnv": "batchrl.tools.envpool_batch_env",
     "InGraphEnv": "batchrl.tools.in_graph_env",
     "InGraphBatchEnv": "batchrl.tools.in_graph_batch_env",
     "simulate": "batchrl.tools.simulate",

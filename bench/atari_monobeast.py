@@ -2,6 +2,7 @@
 
     python -m bench.atari_monobeast --json bench/results/atari_monobeast.json  # 60 s each
     python -m bench.atari_monobeast --seconds 5 --warmup 1 --torsos shallow   # a check
+    python -m bench.atari_monobeast --engines gymnasium                # without EnvPool
     python -m bench.atari_monobeast --rows ray --seconds 5 --warmup-updates 1 --torsos shallow
 
 Run from the repository root (`bench` is found as a namespace package). One invocation
@@ -12,6 +13,10 @@ unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
 - `ALE ceiling`: the games alone, each in its own worker process (spawned), uniformly
   random actions, no network and no learner, all started together and run for
   `--seconds`: the most frames per second these cores give with this preprocessing.
+- `EnvPool ceiling` (with `--engines` envpool): the same, but the `--envs` games in one
+  EnvPool (`EnvPoolBatchEnv`, as `env.engine: envpool` trains: the same preprocessing
+  in C++, episodic life, EnvPool's threads min(games, cores)) stepped all at once in
+  this process, ended episodes reset before the next step, for `--seconds`.
 - `MonoBeast`: TorchBeast's monobeast.py `train`, in a subprocess (its own process
   group, killed at the end): `--num_actors` = `--envs` actor processes of one game each
   (MonoBeast's actor is one game), `--batch_size 8 --unroll_length 80`, its default 2
@@ -27,14 +32,16 @@ unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
   value of `--envs-per-actor` (default 4: one actor thread of 4 games, atari_impala's
   layout). `--warmup-updates` learner updates (tracing, the queue's first fill), then
   updates for `--seconds`; steps counted as MonoBeast counts them (steps in the
-  learner's batches).
-- `batchrl ray AxE` (only with `--rows ray`): the same layout with the Ray runner
-  (`runner.name=ray`, Ray started on this machine for the row and shut down after it)
-  and dynamic batching (`ray.inference=dynamic`): A Ray actors of E games each only
-  step their games; the learner's process acts for whichever actors wait, in one
-  forward pass (`--ray-batch` actors at most, 0: all; `--ray-timeout` seconds), and
-  learns from batches of `8 / E` actor unrolls. It also prints the mean actors per
-  forward pass. Each actor reserves `--ray-cpus` Ray CPUs.
+  learner's batches). A row per `--engines` value too: gymnasium as described,
+  envpool with `env.engine=envpool` (each actor's games in an EnvPool of its own
+  instead of worker processes).
+- `batchrl ray AxE` (only with `--rows ray`): the same layout (Gymnasium's games in
+  worker processes) with the Ray runner (`runner.name=ray`, Ray started on this machine
+  for the row and shut down after it) and dynamic batching (`ray.inference=dynamic`): A
+  Ray actors of E games each only step their games; the learner's process acts for
+  whichever actors wait, in one forward pass (`--ray-batch` actors at most, 0: all;
+  `--ray-timeout` seconds), and learns from batches of `8 / E` actor unrolls. It also
+  prints the mean actors per forward pass. Each actor reserves `--ray-cpus` Ray CPUs.
 
 Networks (`--torsos`): shallow, the Nature ConvNet (MonoBeast's `AtariNet`: 3
 convolutions, dense 512, linear policy and baseline; batchrl's `NatureConvNet`), and
@@ -89,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -308,7 +316,35 @@ def ceiling_rate(envs: int, seconds: float) -> dict:
     return {"steps_per_second": sum(steps / elapsed for steps, elapsed in counts)}
 
 
-def batchrl_rate(torso: str, envs: int, envs_per_actor: int, warmup: int, seconds: float):
+def envpool_ceiling_rate(envs: int, seconds: float) -> dict:
+    """Steps per second of one EnvPool of `envs` games, random actions, no learner."""
+    from batchrl.tools.atari import register_envs
+    from batchrl.tools.envpool_batch_env import EnvPoolBatchEnv
+
+    register_envs()
+    rng = np.random.default_rng(0)
+    with EnvPoolBatchEnv(ENV_ID, envs, episodic_life=True) as batch_env:
+        actions = batch_env.action_space.n
+        batch_env.reset(seed=0)
+
+        def step() -> None:
+            _, _, terminated, truncated, _ = batch_env.step(rng.integers(actions, size=envs))
+            ended = np.flatnonzero(terminated | truncated)
+            if len(ended):
+                batch_env.reset(ended)
+
+        for _ in range(100):  # Warm-up: the emulators' first steps.
+            step()
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            step()
+            steps += envs
+        return {"steps_per_second": steps / (time.perf_counter() - start)}
+
+
+def batchrl_rate(
+    torso: str, envs: int, envs_per_actor: int, warmup: int, seconds: float, engine: str
+):
     """batchrl's threads runner on `atari_impala`: learner steps per second."""
     from bench.atari_inference import rate
 
@@ -326,6 +362,7 @@ def batchrl_rate(torso: str, envs: int, envs_per_actor: int, warmup: int, second
             f"env.num_envs={envs_per_actor}",
             f"threads.learner_batch={BATCH_SIZE // envs_per_actor}",
             f"impala.unroll_length={UNROLL_LENGTH}",
+            f"env.engine={engine}",
         ),
     )
     return {"steps_per_second": steps}
@@ -431,6 +468,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=15.0, help="MonoBeast, seconds")
     parser.add_argument("--warmup-updates", type=int, default=5, help="batchrl")
     parser.add_argument(
+        "--engines", nargs="+", default=["gymnasium", "envpool"], choices=["gymnasium", "envpool"]
+    )
+    parser.add_argument(
         "--rows", nargs="*", default=["ceiling", "monobeast", "batchrl"], choices=ROWS
     )
     parser.add_argument("--skip", nargs="*", default=[], choices=ROWS, help="of --rows")
@@ -445,6 +485,11 @@ def main() -> None:
         and not (Path(args.torchbeast) / "torchbeast" / "monobeast.py").is_file()
     ):
         parser.error(f"--torchbeast {args.torchbeast}: no torchbeast/monobeast.py there.")
+    engine_rows = {"ceiling", "batchrl"} & set(rows_wanted)  # The rows --engines chooses.
+    if engine_rows and "envpool" in args.engines and importlib.util.find_spec("envpool") is None:
+        parser.error(
+            "--engines envpool: pip install -e '.[atari,envpool]', or --engines gymnasium."
+        )
     cpus = os.cpu_count()
     print(f"{_cpu_model()}, {cpus} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []  # (name, network, result)
@@ -463,18 +508,23 @@ def main() -> None:
 
     try:
         if "ceiling" in rows_wanted:
-            record("ALE ceiling", "-", ceiling_rate(args.envs, args.seconds))
+            if "gymnasium" in args.engines:
+                record("ALE ceiling", "-", ceiling_rate(args.envs, args.seconds))
+            if "envpool" in args.engines:
+                record("EnvPool ceiling", "-", envpool_ceiling_rate(args.envs, args.seconds))
         for torso in args.torsos:
             if "monobeast" in rows_wanted:
                 result = monobeast_rate(
                     args.torchbeast, torso, args.envs, args.warmup, args.seconds
                 )
                 record("MonoBeast", torso, result)
-            for per_actor in args.envs_per_actor if "batchrl" in rows_wanted else []:
-                result = batchrl_rate(
-                    torso, args.envs, per_actor, args.warmup_updates, args.seconds
-                )
-                record(f"batchrl {args.envs // per_actor}x{per_actor}", torso, result)
+            for engine in args.engines if "batchrl" in rows_wanted else []:
+                for per_actor in args.envs_per_actor:
+                    result = batchrl_rate(
+                        torso, args.envs, per_actor, args.warmup_updates, args.seconds, engine
+                    )
+                    suffix = "" if engine == "gymnasium" else f" {engine}"
+                    record(f"batchrl {args.envs // per_actor}x{per_actor}{suffix}", torso, result)
             for per_actor in args.envs_per_actor if "ray" in rows_wanted else []:
                 result = ray_rate(
                     torso,
@@ -498,19 +548,25 @@ def main() -> None:
 
 
 def print_table(rows: list) -> None:
-    """The markdown table: frames/s, and batchrl's rows over MonoBeast's and the ceiling."""
+    """The markdown table: frames/s, and batchrl's rows over MonoBeast's and the ceilings."""
     rates = {(name, network): result["steps_per_second"] for name, network, result in rows}
-    ceiling = rates.get(("ALE ceiling", "-"))
-    print("\n| run | network | steps/s | frames/s | / MonoBeast | / ALE ceiling |")
-    print("|---|---|---:|---:|---:|---:|")
+    ceilings = [name for name in ("ALE ceiling", "EnvPool ceiling") if (name, "-") in rates]
+    print(
+        "\n| run | network | steps/s | frames/s | / MonoBeast |"
+        + "".join(f" / {c} |" for c in ceilings)
+    )
+    print("|---|---|---:|---:|---:|" + "---:|" * len(ceilings))
     for name, network, result in rows:
         steps = result["steps_per_second"]
         beast = rates.get(("MonoBeast", network))
         versus_beast = f"{steps / beast:.2f}" if beast and name.startswith("batchrl") else ""
-        versus_ceiling = f"{steps / ceiling:.2f}" if ceiling and name != "ALE ceiling" else ""
+        versus = [
+            f"{steps / rates[(ceiling, '-')]:.2f}" if name != ceiling else ""
+            for ceiling in ceilings
+        ]
         print(
             f"| {name} | {network} | {steps:,.0f} | {FRAME_SKIP * steps:,.0f} | "
-            f"{versus_beast} | {versus_ceiling} |"
+            f"{versus_beast} |" + "".join(f" {cell} |" for cell in versus)
         )
 
 

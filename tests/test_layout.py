@@ -59,6 +59,8 @@ TOOLS = {
     # How `make_env` builds Atari games: Gymnasium's wrappers and TorchBeast's two more.
     # Not in envs/, whose package loads TensorFlow, which environment workers must not.
     "atari",
+    # The same games batched in EnvPool's C++ thread pool instead (env.engine: envpool).
+    "envpool_batch_env",
 }
 
 

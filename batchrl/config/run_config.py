@@ -16,6 +16,7 @@ from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
 
 BACKENDS = ("gymnasium", "tensorflow")
+ENGINES = ("gymnasium", "envpool")
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
 # algorithm's own section.
 _OLD_KEYS = {
@@ -273,17 +274,27 @@ def _check_env(env: Config, train: Config) -> None:
     from batchrl.tools.environments import check_env_id, check_tensorflow_env_id
 
     check_choice("env.backend", env.backend, BACKENDS)
+    check_choice("env.engine", env.engine, ENGINES)
     _check_topologies(env)
     _positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
     _require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
     _require(env.worker_timeout > 0, "env.worker_timeout", env.worker_timeout, "> 0 seconds")
     if env.backend == "tensorflow":
+        if env.engine != "gymnasium":
+            raise ConfigError(
+                f"env.engine={env.engine!r} steps Python environments; env.backend="
+                "'tensorflow' steps them in TensorFlow ops. Use env.engine='gymnasium' with it."
+            )
         check_tensorflow_env_id(env.id)
         if env.eval_on_gymnasium:
             check_env_id(env.id)
     else:
         check_env_id(env.id)
         _check_atari(env)
+        if env.engine == "envpool":
+            from batchrl.tools.envpool_batch_env import envpool_task
+
+            envpool_task(env.id.rpartition(":")[2])  # Atari, EnvPool installed and has it.
         if train.jit_compile:
             raise ConfigError(
                 "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "

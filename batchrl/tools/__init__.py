@@ -7,7 +7,8 @@ environment written in TensorFlow ops (`InGraphEnv`, `in_graph_env.py`) is one a
 `simulate` steps the batch and calls an algorithm's four methods (`simulate.py`);
 `episodes.py` records each environment's first whole episode through it; and
 `environments.py` builds all of this from a config's `env` section, Atari games with
-TorchBeast's preprocessing from `atari.py`. What a training run
+TorchBeast's preprocessing from `atari.py` (or, with `env.engine: envpool`, a batch of
+them in EnvPool's C++ thread pool: `envpool_batch_env.py`). What a training run
 does around this (loop, checkpoints, evaluation) is in `batchrl.training`, the config in
 `batchrl.config`, the learners' shared pieces in `batchrl.parts`. Nothing here imports
 `batchrl.envs`: environment families register through `batchrl.config.GYMNASIUM_FAMILIES`.

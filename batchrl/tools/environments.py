@@ -123,14 +123,27 @@ def make_batch_env(
         `envs_per_process`, `worker_timeout`, and the Atari keys).
       num_envs: how many environments.
       processes: overrides `env_config.processes` when given.
-      training: false for evaluation environments (no episodic life on Atari).
+      training: false for evaluation environments (no episodic life on Atari; always
+        Gymnasium's, whatever `env.engine` says: evaluations play whole games as the
+        Gymnasium engine does, so their returns compare across engines).
 
     Returns:
-      A `BatchEnv`; close it when done.
+      A `BatchEnv`, or for training with `env.engine` envpool an `EnvPoolBatchEnv`
+      (which ignores the keys of processes); close it when done.
     """
     check_env_id(env_config.id)
     if num_envs < 1:
         raise ConfigError(f"The number of environments must be at least 1, got {num_envs}.")
+    if training and env_config.get("engine", "gymnasium") == "envpool":
+        # Imported here: envpool (and the gym 0.26 it imports) loads only for it.
+        from batchrl.tools.envpool_batch_env import EnvPoolBatchEnv
+
+        return EnvPoolBatchEnv(
+            env_config.id,
+            num_envs,
+            max_episode_steps=env_config.max_episode_steps,
+            **env_options(env_config, training),
+        )
     per_process = env_config.get("envs_per_process", 1)
     if per_process < 1:
         raise ConfigError(f"env.envs_per_process={per_process} must be at least 1.")

@@ -83,6 +83,13 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
             steps, stats = population.step()
             assert steps == local_steps
             assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
+            # The parts of the generation, as bench/routing_workers.py reads them.
+            timing = population.timing
+            assert len(timing["workers"]) == 2 and min(timing["workers"]) > 0
+            assert timing["communication"] == pytest.approx(
+                timing["gather"] - max(timing["workers"])
+            )
+            assert timing["communication"] >= 0 and timing["update"] > 0
     assert int(remote.strategy.generation) == 3
     for name in ("theta", "m", "v"):
         np.testing.assert_array_equal(

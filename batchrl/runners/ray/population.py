@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -47,13 +48,15 @@ class PopulationWorker:
         stream_seed: int | None = None,
     ):
         """Fitness [2 (stop - start)] of pairs start..stop-1 (the members, then their
-        mirrors: `Strategy.pair_members`), the episode statistics, and the observation
-        statistics after the slice's observations were merged in.
+        mirrors: `Strategy.pair_members`), the episode statistics, the observation
+        statistics after the slice's observations were merged in, and the seconds this
+        call took in the worker (building a new slice size's evaluator included).
 
         With `stream_seed` (common random numbers), agent e of pair i and of its mirror
         play on stream i E + e from that seed, as in the whole population's batch
         (`common_streams`, `GenerationTrainer`).
         """
+        start_time = time.perf_counter()
         algo = self._algo
         algo.strategy.theta.assign(theta)
         normalizer = algo.observ_normalizer
@@ -70,7 +73,8 @@ class PopulationWorker:
             env.restart_streams(stream_seed, common_streams(stop - start, size, start))
         fitness, stats = evaluator(algo.strategy.pair_members(start, stop, generation))
         after = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
-        return fitness.numpy(), {key: value.numpy() for key, value in stats.items()}, after
+        fitness, stats = fitness.numpy(), {key: value.numpy() for key, value in stats.items()}
+        return fitness, stats, after, time.perf_counter() - start_time
 
     def pid(self) -> int:
         return os.getpid()
@@ -101,6 +105,12 @@ class RayPopulation:
 
     A worker that fails is logged and replaced, and its slice evaluated again by the
     replacement, up to `max_actor_restarts` times.
+
+    `timing` holds the last generation's parts, in seconds: `workers` (each worker's own
+    time in `evaluate`), `gather` (from putting theta into the object store to the last
+    fitness in hand), `communication` (`gather` less the slowest worker's time: object
+    store, scheduling and transfer) and `update` (merging statistics and `tell`); they
+    are also written as `es/*_seconds` summaries.
     """
 
     def __init__(
@@ -140,6 +150,7 @@ class RayPopulation:
         self.slices = list(zip(bounds[:-1], bounds[1:]))  # pairs [start, stop) of each worker
         self._common = bool(config.es.common_random_numbers)
         self._streams_seed = seed if streams_seed is None else int(streams_seed)
+        self.timing: dict = {}
 
         def make_worker(index: int, restarts: int):
             env_seed = seed + 1000 * (index + 1) + 100_000 * restarts
@@ -173,6 +184,7 @@ class RayPopulation:
         """One generation; returns its environment steps and episode statistics."""
         strategy, normalizer = self._algo.strategy, self._algo.observ_normalizer
         generation = int(strategy.generation)
+        start_time = time.perf_counter()
         before = [] if normalizer is None else [v.numpy() for v in normalizer.variables]
         theta = ray.put(strategy.theta.numpy())
         statistics = ray.put(before)
@@ -183,6 +195,7 @@ class RayPopulation:
             return handle.evaluate.remote(theta, statistics, generation, start, stop, stream_seed)
 
         ordered = self._workers.gather(evaluate, f"generation {generation}")
+        gathered = time.perf_counter()
         pairs = strategy.pairs
         fitness = np.zeros(2 * pairs, np.float32)  # [2N], in member order
         for (start, stop), result in zip(self.slices, ordered, strict=True):
@@ -195,6 +208,16 @@ class RayPopulation:
                 variable.assign(value)
         for name, value in strategy.tell(fitness).items():
             summary.scalar(f"es/{name}", value)
+        workers = [float(result[3]) for result in ordered]
+        self.timing = {
+            "workers": workers,
+            "gather": gathered - start_time,
+            "communication": gathered - start_time - max(workers),
+            "update": time.perf_counter() - gathered,
+        }
+        summary.scalar("es/worker_seconds_max", max(workers))
+        for name in ("gather", "communication", "update"):
+            summary.scalar(f"es/{name}_seconds", self.timing[name])
         return merge_episode_stats([result[1] for result in ordered])
 
     def close(self) -> None:

@@ -1,5 +1,9 @@
 """IMPALA on Atari frames: uint8 through the batch and the unrolls, and a short run."""
 
+import gc
+import threading
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -87,6 +91,52 @@ def test_a_short_atari_run_through_the_train_script(tmp_path, monkeypatch, no_ne
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     action = policy(tf.zeros([3, 84, 84, 4], tf.uint8))  # The export takes frames.
     assert action.shape == (3,) and action.dtype == tf.int32
+
+
+@pytest.mark.parametrize("runner", ["threads", pytest.param("local", marks=pytest.mark.slow)])
+def test_a_short_atari_run_on_envpool(runner, tmp_path, monkeypatch, no_new_children):
+    """atari_impala with env.engine=envpool cut down to 1,000 steps (4,000 frames) of 2
+    games: with the threads runner (one actor thread) and the local one. Training steps
+    EnvPool's pools, the final evaluation Gymnasium's game (cut at 2,000 frames); after
+    the run every pool is gone (so are its C++ threads: EnvPool's destructor joins
+    them, tests/tools/test_envpool_batch_env.py), and no process or actor thread is left."""
+    pytest.importorskip("envpool", reason="pip install -e '.[atari,envpool]'")
+    from batchrl.tools.envpool_batch_env import EnvPoolBatchEnv
+
+    pools = []
+    reset = EnvPoolBatchEnv.reset
+
+    def recording_reset(self, indices=None, seed=None):
+        observ = reset(self, indices, seed)
+        if seed is not None:
+            pools.append(weakref.ref(self._pool))
+        return observ
+
+    monkeypatch.setattr(EnvPoolBatchEnv, "reset", recording_reset)
+    overrides = [
+        "env.engine=envpool",
+        f"runner.name={runner}",
+        "network.torso=shallow",
+        "env.num_envs=2",
+        "env.eval_envs=1",
+        "env.max_episode_steps=2000",
+        "impala.unroll_length=20",
+        "train.steps_per_call=100",
+        "train.total_steps=1000",
+        "train.eval_every=1000",
+        "train.eval_episodes=1",
+        "train.checkpoint_every=1000",
+    ]
+    if runner == "threads":
+        overrides += ["threads.num_actors=1", "threads.learner_batch=1", "threads.queue_size=1"]
+    config = load_run_config("atari_impala", overrides)
+    result = train(config, tmp_path, progress=quiet)
+    assert result["step"] >= 1000
+    assert -21 <= result["eval_return"] <= 21  # One game of Pong, cut short.
+    assert pools
+    gc.collect()
+    assert all(pool() is None for pool in pools)
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("actor-")]
 
 
 @pytest.mark.parametrize(
