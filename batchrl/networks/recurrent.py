@@ -119,7 +119,7 @@ class CoreNetwork(tf.Module):
 
     The policy and the baseline share the body and the core. With `num_actions` A > 0 the
     core also reads the one-hot last action a_{t-1} [K, A], as TorchBeast's `AtariNet`
-    does; it is kept in the state's last A columns (`core_state_size` columns of the cell,
+    does; it is kept in the state's last A columns (`cell_state_size` columns of the cell,
     then A), so whoever carries the state carries it, and it resets to zeros with the
     state where an episode starts. The caller writes the sampled action into the state
     (`with_last_action`); `unroll` takes the actions of the unroll instead. TorchBeast also
@@ -137,7 +137,7 @@ class CoreNetwork(tf.Module):
         self.policy = Linear(output, gain=0.01, name="policy")
         self.baseline = Linear(1, gain=1.0, name="baseline")
         self.num_actions = num_actions
-        self.core_state_size = self.core.state_size
+        self.cell_state_size = self.core.state_size
         self.state_size = self.core.state_size + num_actions
 
     def initial_state(self, batch_size) -> tf.Tensor:
@@ -150,7 +150,7 @@ class CoreNetwork(tf.Module):
         if not self.num_actions:
             return state
         one_hot = tf.one_hot(tf.cast(action, tf.int32), self.num_actions, dtype=state.dtype)
-        return tf.concat([state[:, : self.core_state_size], one_hot], -1)
+        return tf.concat([state[:, : self.cell_state_size], one_hot], -1)
 
     def __call__(self, observ, state, first=None):
         """One step: observations [K, ...], states [K, S] and, if given, episode starts
@@ -158,7 +158,7 @@ class CoreNetwork(tf.Module):
         last-action columns still those of `state`: see `with_last_action`)."""
         if first is not None:
             state = reset_state(state, first)
-        cell_state, last = tf.split(state, [self.core_state_size, self.num_actions], -1)
+        cell_state, last = tf.split(state, [self.cell_state_size, self.num_actions], -1)
         inputs = tf.concat([self.body(observ), last], -1)  # [K, F + A]
         hidden, cell_state = self.core(inputs, cell_state)  # [K, U], [K, S - A]
         state = tf.concat([cell_state, last], -1)
@@ -177,10 +177,10 @@ class CoreNetwork(tf.Module):
         """
         inner = observ.shape.rank - 2
         features = batch_apply(self.body, observ, inner)  # [T, N, F]
-        cell_state = state[:, : self.core_state_size]  # [N, S - A]
+        cell_state = state[:, : self.cell_state_size]  # [N, S - A]
         if self.num_actions:
             taken = tf.one_hot(tf.cast(action, tf.int32), self.num_actions)  # [T, N, A]
-            last = tf.concat([state[None, :, self.core_state_size :], taken[:-1]], 0)
+            last = tf.concat([state[None, :, self.cell_state_size :], taken[:-1]], 0)
             last *= 1.0 - tf.cast(first, last.dtype)[..., None]  # [T, N, A]
             features = tf.concat([features, last], -1)  # [T, N, F + A]
         hidden, states = unroll_cell(self.core, features, first, cell_state)  # [T, N, U]
@@ -196,7 +196,7 @@ class CoreNetwork(tf.Module):
         features = batch_apply(self.body, next_observ, inner)  # [T, N, F]
         flat_features = tf.reshape(features, [-1, features.shape[-1]])  # [T * N, F]
         flat_states = tf.reshape(states, [-1, self.state_size])  # [T * N, S]
-        cell_state, last = tf.split(flat_states, [self.core_state_size, self.num_actions], -1)
+        cell_state, last = tf.split(flat_states, [self.cell_state_size, self.num_actions], -1)
         hidden, _ = self.core(tf.concat([flat_features, last], -1), cell_state)
         return tf.reshape(self.baseline(hidden), tf.shape(states)[:2])  # [T, N]
 
