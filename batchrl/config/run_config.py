@@ -435,6 +435,29 @@ def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
     )
 
 
+def _check_core_inputs(network: Config) -> None:
+    """`network.core_inputs`: distinct names of `CORE_INPUTS`, and only with a core."""
+    from batchrl.networks.factory import CORE_INPUTS
+
+    inputs = list(network.core_inputs)
+    for name in inputs:
+        if name == "last_reward":
+            raise ConfigError(
+                f"network.core_inputs={inputs}: 'last_reward' is not supported yet: the "
+                "actors' policies never see rewards (UnrollCollector passes observations, "
+                "episode starts and states), nor do evaluation and exported policies. "
+                f"Valid choices are {list(CORE_INPUTS)}."
+            )
+        check_choice("network.core_inputs", name, CORE_INPUTS)
+    if len(set(inputs)) < len(inputs):
+        raise ConfigError(f"network.core_inputs={inputs} names an input twice.")
+    if inputs and network.core == "none":
+        raise ConfigError(
+            f"network.core_inputs={inputs} are inputs of the recurrent core: set "
+            "network.core to 'lstm' or 'gru', or network.core_inputs=[]."
+        )
+
+
 def _check_network(network: Config) -> None:
     from batchrl.networks.mlp import ACTIVATIONS
 
@@ -451,6 +474,7 @@ def _check_network(network: Config) -> None:
     check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
     check_choice("network.core", network.core, ("none", "gru", "lstm"))
     _require(network.core_size > 0, "network.core_size", network.core_size, "> 0")
+    _check_core_inputs(network)
     if network.torso != "none" and network.conv_filters:
         raise ConfigError(
             f"network.torso={network.torso!r} brings its own convolutions; set "

@@ -14,6 +14,7 @@ from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
 
 CORES = ("none", *sorted(CELLS))
+CORE_INPUTS = ("last_action",)  # What `network.core_inputs` may list.
 
 
 def make_torso(network) -> tf.Module | None:
@@ -30,16 +31,30 @@ def make_torso(network) -> tf.Module | None:
     return TORSOS[torso]()
 
 
-def make_core_network(network, output: int, name: str = "agent") -> CoreNetwork | None:
+def make_core_network(
+    network, output: int, name: str = "agent", num_actions: int | None = None
+) -> CoreNetwork | None:
     """TorchBeast's agent network when `network.core` names a cell ('lstm' or 'gru'), else
     None: `network.torso` (or `network.conv_filters`) and the dense `network.policy_layers`
     as a body shared by the policy and the baseline, a core of `network.core_size` units,
-    then a linear policy output of size `output` and a linear baseline."""
+    then a linear policy output of size `output` and a linear baseline. With
+    `network.core_inputs: [last_action]` the core also reads the one-hot last action of
+    `num_actions` (the number of discrete actions; None for continuous ones).
+
+    Raises:
+      ConfigError: an unknown core, or last-action inputs without discrete actions.
+    """
     core = network.get("core", "none")
     if core == "none":
         return None
     if core not in CELLS:
         raise ConfigError(f"Unknown network.core={core!r}; valid choices are {list(CORES)}.")
+    inputs = list(network.get("core_inputs", []))
+    if "last_action" in inputs and not num_actions:
+        raise ConfigError(
+            f"network.core_inputs={inputs}: the last action is read one-hot, which needs "
+            "discrete actions (a gymnasium.spaces.Discrete action space)."
+        )
     body = MLP(
         network.policy_layers,
         None,
@@ -48,7 +63,8 @@ def make_core_network(network, output: int, name: str = "agent") -> CoreNetwork 
         conv_filters=network.conv_filters,
         torso=make_torso(network),
     )
-    return CoreNetwork(body, core, network.core_size, output, name)
+    last_actions = num_actions if "last_action" in inputs else 0
+    return CoreNetwork(body, core, network.core_size, output, last_actions, name)
 
 
 def make_feedforward(

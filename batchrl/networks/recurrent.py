@@ -114,14 +114,21 @@ class CoreNetwork(tf.Module):
 
         f_t = body(x_t)                       Atari torso and/or dense layers  [K, F]
         s_t <- s_t * (1 - first_t)            reset where an episode starts    [K, S]
-        h_t, s_{t+1} = core(f_t, s_t)         LSTM (or GRU)                    [K, U]
+        h_t, s_{t+1} = core([f_t, a_{t-1}], s_t)   LSTM (or GRU)               [K, U]
         output_t = h_t W_pi + b_pi,  V(x_t) = h_t w_v + b_v
 
-    The policy and the baseline share the body and the core. TorchBeast also feeds the
-    last action and reward to the core; this network does not.
+    The policy and the baseline share the body and the core. With `num_actions` A > 0 the
+    core also reads the one-hot last action a_{t-1} [K, A], as TorchBeast's `AtariNet`
+    does; it is kept in the state's last A columns (`cell_state_size` columns of the cell,
+    then A), so whoever carries the state carries it, and it resets to zeros with the
+    state where an episode starts. The caller writes the sampled action into the state
+    (`with_last_action`); `unroll` takes the actions of the unroll instead. TorchBeast also
+    feeds the last reward; this network does not (the actors' policies never see rewards).
     """
 
-    def __init__(self, body: tf.Module, cell: str, units: int, output: int, name=None):
+    def __init__(
+        self, body: tf.Module, cell: str, units: int, output: int, num_actions: int = 0, name=None
+    ):
         super().__init__(name=name)
         if cell not in CELLS:
             raise ValueError(f"Unknown core {cell!r}; valid choices are {sorted(CELLS)}.")
@@ -129,32 +136,56 @@ class CoreNetwork(tf.Module):
         self.core = CELLS[cell](units, name="core")
         self.policy = Linear(output, gain=0.01, name="policy")
         self.baseline = Linear(1, gain=1.0, name="baseline")
-        self.state_size = self.core.state_size
+        self.num_actions = num_actions
+        self.cell_state_size = self.core.state_size
+        self.state_size = self.core.state_size + num_actions
 
     def initial_state(self, batch_size) -> tf.Tensor:
         """Zeros [batch_size, state_size], the state at the start of an episode."""
         return tf.zeros([batch_size, self.state_size])
 
+    def with_last_action(self, state, action):
+        """The states [K, S] with the last-action columns set to one_hot(action [K]); the
+        states unchanged without last-action inputs."""
+        if not self.num_actions:
+            return state
+        one_hot = tf.one_hot(tf.cast(action, tf.int32), self.num_actions, dtype=state.dtype)
+        return tf.concat([state[:, : self.cell_state_size], one_hot], -1)
+
     def __call__(self, observ, state, first=None):
         """One step: observations [K, ...], states [K, S] and, if given, episode starts
-        `first` [K] to policy outputs [K, D], values [K] and the new states [K, S]."""
+        `first` [K] to policy outputs [K, D], values [K] and the new states [K, S] (their
+        last-action columns still those of `state`: see `with_last_action`)."""
         if first is not None:
             state = reset_state(state, first)
-        hidden, state = self.core(self.body(observ), state)  # [K, U], [K, S]
+        cell_state, last = tf.split(state, [self.cell_state_size, self.num_actions], -1)
+        inputs = tf.concat([self.body(observ), last], -1)  # [K, F + A]
+        hidden, cell_state = self.core(inputs, cell_state)  # [K, U], [K, S - A]
+        state = tf.concat([cell_state, last], -1)
         return self.policy(hidden), self.baseline(hidden)[:, 0], state
 
-    def unroll(self, observ, first, state):
+    def unroll(self, observ, first, state, action=None):
         """The core over time-major observations [T, N, ...] from states [N, S].
 
         The body runs on all T x N observations at once, the core step by step, reset
-        where `first` [T, N] is true.
+        where `first` [T, N] is true. With last-action inputs, step t reads the one-hot of
+        `action` [T, N] at t - 1, step 0 the last action in `state`, zeros where `first`.
 
         Returns:
-          Policy outputs [T, N, D], values [T, N] and the states after each step [T, N, S].
+          Policy outputs [T, N, D], values [T, N] and the states after each step [T, N, S]
+          (with the one-hot of each step's own action).
         """
         inner = observ.shape.rank - 2
         features = batch_apply(self.body, observ, inner)  # [T, N, F]
-        hidden, states = unroll_cell(self.core, features, first, state)  # [T, N, U], [T, N, S]
+        cell_state = state[:, : self.cell_state_size]  # [N, S - A]
+        if self.num_actions:
+            taken = tf.one_hot(tf.cast(action, tf.int32), self.num_actions)  # [T, N, A]
+            last = tf.concat([state[None, :, self.cell_state_size :], taken[:-1]], 0)
+            last *= 1.0 - tf.cast(first, last.dtype)[..., None]  # [T, N, A]
+            features = tf.concat([features, last], -1)  # [T, N, F + A]
+        hidden, states = unroll_cell(self.core, features, first, cell_state)  # [T, N, U]
+        if self.num_actions:
+            states = tf.concat([states, taken], -1)  # [T, N, S]
         return batch_apply(self.policy, hidden), batch_apply(self.baseline, hidden)[..., 0], states
 
     def bootstrap_values(self, next_observ, states):
@@ -164,7 +195,9 @@ class CoreNetwork(tf.Module):
         inner = next_observ.shape.rank - 2
         features = batch_apply(self.body, next_observ, inner)  # [T, N, F]
         flat_features = tf.reshape(features, [-1, features.shape[-1]])  # [T * N, F]
-        hidden, _ = self.core(flat_features, tf.reshape(states, [-1, self.state_size]))
+        flat_states = tf.reshape(states, [-1, self.state_size])  # [T * N, S]
+        cell_state, last = tf.split(flat_states, [self.cell_state_size, self.num_actions], -1)
+        hidden, _ = self.core(tf.concat([flat_features, last], -1), cell_state)
         return tf.reshape(self.baseline(hidden), tf.shape(states)[:2])  # [T, N]
 
 

@@ -43,6 +43,15 @@ from batchrl.scripts import train as train_script
             ["--config=debug_impala", "--set", "network.core=transformer"],
             "network.core='transformer'",
         ),
+        (
+            ["--config=debug_impala", "--set", "network.core=lstm"]
+            + ["--set", "network.core_inputs=[last_reward]"],
+            "'last_reward' is not supported yet",
+        ),
+        (
+            ["--config=debug_impala", "--set", "network.core_inputs=[last_action]"],
+            "network.core_inputs=['last_action'] are inputs of the recurrent core",
+        ),
         # Combinations the algorithm or runner cannot train with.
         (["--config=debug", "--set", "network.conv_filters=[16]"], "read by IMPALA only"),
         (["--config=debug", "--set", "network.core=lstm"], "built by IMPALA only"),

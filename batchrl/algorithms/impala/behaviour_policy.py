@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
@@ -21,7 +22,8 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
 
     With `network.core` it is recurrent: `initial_state(B)` gives zero states [B, S] and
     `policy(observ, first, state)` returns the new states too; whoever drives it (the
-    `UnrollCollector`) carries them.
+    `UnrollCollector`) carries them. With `network.core_inputs: [last_action]` the states
+    end in the one-hot of the action just sampled, which the next step's core reads.
     """
 
     def __init__(
@@ -41,7 +43,9 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         )
         self.head = PolicyHead(action_space, network.squash_mean, network.init_log_std)
         dummy = tf.zeros((1,) + tuple(observ_shape))
-        core = make_core_network(network, self.head.size, "policy")
+        discrete = isinstance(action_space, gym.spaces.Discrete)
+        num_actions = self.head.size if discrete else None
+        core = make_core_network(network, self.head.size, "policy", num_actions)
         self.recurrent = core is not None
         if self.recurrent:
             self.policy = core
@@ -101,7 +105,9 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         seed = tf.cast(self._rng.make_seeds(1)[:, 0], tf.int32)
         sample = tf.cast(self.head(output).sample(seed=seed), self._sample_dtype)
         result = (self.head.to_env_action(sample), sample, output)
-        return (*result, state) if self.recurrent else result
+        if not self.recurrent:
+            return result
+        return (*result, self.policy.with_last_action(state, sample))
 
     def __call__(self, observ, first=None, state=None):
         """`sample` as one graph call on NumPy observations, returning NumPy arrays; a

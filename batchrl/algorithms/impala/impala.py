@@ -69,7 +69,11 @@ class IMPALA(Algorithm, Learner, Policy):
     (s * (1 - first), as TorchBeast). Every unroll stores the state it started from
     (`core_state` [B, S]) and where episodes began (`first` [T, B]); the learner unrolls
     the core over the T steps from that state with the same resets, and bootstraps from
-    the value of each next observation with the core's state after the step.
+    the value of each next observation with the core's state after the step. With
+    `network.core_inputs: [last_action]` the core also reads the one-hot previous action
+    (TorchBeast's `AtariNet`): the actor keeps it in the state's last columns, and the
+    learner takes it from the unroll's samples shifted by one step, step 0's from the
+    stored start state, zeros where an episode begins.
 
     `perform` and `experience` expect every agent in every call, as `simulate` does.
     With runner `threads`, actors act with copies of `ImpalaBehaviourPolicy` and `learn`
@@ -351,7 +355,7 @@ class IMPALA(Algorithm, Learner, Policy):
             behaviour_log_std = tf.stop_gradient(log_std)
         if self.recurrent:
             output, value, states = self.policy.unroll(
-                unroll["observ"], unroll["first"], unroll["core_state"]
+                unroll["observ"], unroll["first"], unroll["core_state"], unroll["sample"]
             )  # [T, B, size], [T, B], [T, B, S]
             next_value = self.policy.bootstrap_values(unroll["next_observ"], states)  # [T, B]
         else:
@@ -425,8 +429,8 @@ class IMPALA(Algorithm, Learner, Policy):
             )
             return action, state
         output, _, state = self.policy(self.actor.normalize(observ), state)
-        mode = self.head(output).mode()
-        return self.head.to_env_action(tf.cast(mode, self._sample_dtype)), state
+        mode = tf.cast(self.head(output).mode(), self._sample_dtype)
+        return self.head.to_env_action(mode), self.policy.with_last_action(state, mode)
 
 
 def _make_optimizer(cfg):

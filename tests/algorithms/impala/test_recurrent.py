@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from batchrl.algorithms import IMPALA
-from batchrl.config import ConfigError, load_run_config
-from batchrl.config.run_config import check_run_config
+from batchrl.config import ConfigError, load_run_config, save_config
+from batchrl.config.run_config import check_run_config, load_saved_run_config
 from batchrl.runners import train
 from batchrl.runners.threads import ActorLearner
 from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate
@@ -84,23 +84,35 @@ def test_core_states_survive_a_checkpoint(tmp_path):
 
 def reference_outputs(algo, unroll):
     """Logits and values of the policy network, one step at a time with TorchBeast's
-    reset s * (1 - first) before each step."""
+    reset s * (1 - first) before each step, and the state after the last step. With
+    last-action inputs each step writes its sampled action into the state."""
     state = unroll["core_state"]
     logits, values = [], []
     for t in range(unroll["observ"].shape[0]):
         state = state * (1 - unroll["first"][t][:, None]).astype(np.float32)
         output, value, state = algo.policy(tf.constant(unroll["observ"][t]), tf.constant(state))
+        state = algo.policy.with_last_action(state, tf.constant(unroll["sample"][t])).numpy()
         logits.append(output.numpy())
         values.append(value.numpy())
-    return np.stack(logits), np.stack(values)
+    return np.stack(logits), np.stack(values), state
 
 
-def test_actor_unrolls_carry_the_state_and_the_learner_replays_them_step_by_step():
+@pytest.mark.parametrize("inputs", ["[]", "[last_action]"])
+def test_actor_unrolls_carry_the_state_and_the_learner_replays_them_step_by_step(inputs):
     """An actor's `UnrollCollector` with the recurrent behaviour policy, T=5: unroll k+1
     starts from the state unroll k ended in (stepped here one step at a time from unroll
     k's stored start), zeros where an episode starts; the learner's logits and values
-    over the unroll equal the step-by-step reference."""
-    cfg = config(["runner.name=threads", "impala.unroll_length=5", "impala.normalize_observ=false"])
+    over the unroll equal the step-by-step reference. With the last action as an input,
+    the learner takes it from the unroll's samples shifted by one step (step 0's from the
+    start state, zeros at episode starts, which fall mid-unroll here)."""
+    cfg = config(
+        [
+            "runner.name=threads",
+            "impala.unroll_length=5",
+            "impala.normalize_observ=false",
+            f"network.core_inputs={inputs}",
+        ]
+    )
     batch_env = BatchEnv(mock_envs(), blocking=True)
     algo = IMPALA(batch_env, cfg)
     policy = algo.make_behaviour_policy(seed=0)
@@ -114,22 +126,23 @@ def test_actor_unrolls_carry_the_state_and_the_learner_replays_them_step_by_step
     for k, unroll in enumerate(unrolls):
         np.testing.assert_array_equal(unroll["first"], first[5 * k : 5 * k + 5])
         assert unroll["core_state"].shape == (2, policy.policy.state_size)
-        logits, values = reference_outputs(algo, unroll)
+        logits, values, state = reference_outputs(algo, unroll)
         close(unroll["output"], logits)  # The actor acted with the same network.
         _, info = algo.loss({key: tf.constant(value) for key, value in unroll.items()})
         close(info["value"], values)
         close(info["log_rhos"], np.zeros((5, 2)))  # Same weights: pi = mu.
         if k + 1 < len(unrolls):
-            state = unroll["core_state"]
-            for t in range(5):
-                state = state * (1 - unroll["first"][t][:, None]).astype(np.float32)
-                state = algo.policy(tf.constant(unroll["observ"][t]), tf.constant(state))[2]
             ended = unroll["terminated"][-1] | unroll["truncated"][-1]
             state = np.where(ended[:, None], 0.0, state)
             close(unrolls[k + 1]["core_state"], state)
     np.testing.assert_array_equal(unrolls[0]["core_state"], 0.0)  # The first episodes.
     np.testing.assert_array_equal(unrolls[2]["core_state"][1], 0.0)  # Starts at step 10.
     assert np.abs(unrolls[1]["core_state"][0]).sum() > 0  # Mid-episode at step 5.
+    if inputs == "[last_action]":  # The state ends in the one-hot of step 4's action.
+        assert policy.policy.state_size == 16 + 2
+        np.testing.assert_array_equal(
+            unrolls[1]["core_state"][0, 16:], np.eye(2)[unrolls[0]["sample"][-1, 0]]
+        )
 
 
 def test_concatenated_unrolls_join_their_states_along_the_batch():
@@ -151,11 +164,72 @@ def test_concatenated_unrolls_join_their_states_along_the_batch():
         (["network.core_size=0"], r"network.core_size=0; it must be > 0"),
         (["network.core=transformer"], r"network.core.*'none', 'gru', 'lstm'"),
         (["algorithm.name=ppo"], r"network.core='lstm' is built by IMPALA only"),
+        (["network.core_inputs=[last_actions]"], r"network.core_inputs='last_actions'"),
+        (["network.core_inputs=[last_reward]"], r"'last_reward' is not supported yet"),
+        (["network.core_inputs=[last_action, last_action]"], r"names an input twice"),
+        (
+            ["network.core=none", "network.core_inputs=[last_action]"],
+            r"inputs of the recurrent core: set network.core",
+        ),
     ],
 )
 def test_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         check_run_config(config(overrides))
+
+
+def test_last_action_inputs_need_discrete_actions():
+    envs = [MockEnvironment((1,), None, 3, 3)]  # Box actions.
+    with pytest.raises(ConfigError, match=r"core_inputs=\['last_action'\].*Discrete"):
+        IMPALA(BatchEnv(envs, blocking=True), config(["network.core_inputs=[last_action]"]))
+
+
+def test_synchronous_learner_replays_the_last_actions_it_acted_with():
+    """The in-graph path (`perform`, `experience`, `update`), T=4 with episodes ending
+    mid-unroll: the learner's logits over each unroll equal those that acted (the
+    learning rate is 0, so the weights stay those that acted), and each agent's state
+    ends in the one-hot of its latest sample."""
+    overrides = [
+        "impala.unroll_length=4",
+        "impala.learning_rate=0",
+        "impala.normalize_observ=false",
+        "network.core_inputs=[last_action]",
+    ]
+    env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
+    algo = IMPALA(env, config(overrides))
+    for _ in range(2):
+        simulate(env, algo, steps=4)  # Eagerly: quicker than tracing.
+        unroll = dict(algo.rollout.read(), core_state=algo._unroll_state.read_value())
+        _, info = algo.loss(unroll)
+        close(info["log_rhos"], np.zeros((4, 2)))
+        close(
+            reference_outputs(algo, {k: v.numpy() for k, v in unroll.items()})[0], unroll["output"]
+        )
+        np.testing.assert_array_equal(algo._state[:, 16:], np.eye(2)[unroll["sample"][-1]])
+
+
+def test_a_checkpoint_and_config_made_without_core_inputs_restore(tmp_path):
+    """A run's config.yaml written before `network.core_inputs` existed loads with the
+    key's default (no inputs, with a warning), and a checkpoint of the recurrent IMPALA
+    it describes restores into the IMPALA built from it."""
+    cfg = config(["impala.unroll_length=4"])
+    save_config(cfg, tmp_path / "config.yaml")
+    text = (tmp_path / "config.yaml").read_text()
+    old = "\n".join(line for line in text.splitlines() if "core_inputs" not in line)
+    assert old != text
+    (tmp_path / "config.yaml").write_text(old)
+    with pytest.warns(UserWarning, match="core_inputs"):
+        loaded = load_saved_run_config(tmp_path / "config.yaml")
+    assert tuple(loaded.network.core_inputs) == ()
+    env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
+    algo = IMPALA(env, cfg)
+    simulate(env, algo, steps=2)
+    path = tf.train.Checkpoint(algo=algo).save(str(tmp_path / "ckpt"))
+    fresh = IMPALA(env, loaded)
+    tf.train.Checkpoint(algo=fresh).restore(path).assert_existing_objects_matched()
+    np.testing.assert_array_equal(fresh._state, algo._state)
+    for a, b in zip(fresh.policy.variables, algo.policy.variables, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def quiet(*_, **__):
