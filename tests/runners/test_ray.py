@@ -103,7 +103,8 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
     [
         ("nsfnet_es", False),
         pytest.param("nsfnet_es", True, marks=pytest.mark.slow),
-        ("mixed_es", False),  # NSFNET and GEANT2 in one batch: episode e of a member on e mod 2.
+        # NSFNET and GEANT2 in one batch: episode e of a member on e mod 2. Slow: 25 s.
+        pytest.param("mixed_es", False, marks=pytest.mark.slow),
     ],
 )
 def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters(
