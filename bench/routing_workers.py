@@ -187,7 +187,7 @@ def run_preset(preset: str, args) -> dict:
                 communication=communication,
                 update=update,
                 wall=total,
-            )  # fmt: skip
+            )
         )
         print(
             f"{preset} estimate W={workers}: {total:.3f}s = slice of {pairs} pairs "
