@@ -168,6 +168,7 @@ def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # 35 to 65 s: five seeds trained one after another.
 def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
     """At least 4 of 5 seeds of `cartpole_dqn_tf` reach a mean return of 400 at one of the
     evaluations every 10,240 steps within 51,200 (a random policy scores about 22).

@@ -262,6 +262,7 @@ def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # 35 to 65 s: five seeds trained one after another.
 def test_pendulum_learns_with_small_networks_in_10000_steps(tmp_path):
     """pendulum_sac_tf (the zoo's settings, one XLA program per call) with networks of
     [64, 64] and batches of 128: the final evaluation, 16 episodes on Gymnasium's

@@ -148,6 +148,7 @@ def test_an_update_in_graph_mode_and_under_xla_gives_the_same_networks():
         np.testing.assert_allclose(graph, xla, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # 35 to 65 s: five seeds trained one after another.
 def test_pendulum_learns_with_small_networks_in_10000_steps(tmp_path):
     """pendulum_td3_tf (the zoo's settings, one XLA program per call) with networks of
     [64, 64] and 2,000 steps of warm-up: the final evaluation, 16 episodes on Gymnasium's
