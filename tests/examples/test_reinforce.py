@@ -40,6 +40,7 @@ def scalars(folder, tag):
     return values
 
 
+@pytest.mark.slow  # 9 to 12 s; moved out of the default suite's 15 minutes.
 def test_train_script_trains_the_example_by_entry_point(tmp_path):
     """`algorithm.name=reinforce:Reinforce`, its own section, evaluation and export."""
     command = [

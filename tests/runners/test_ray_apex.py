@@ -95,6 +95,7 @@ def apex(ray_cluster):
     assert not wait_gone(seen), "actor or shard processes outlived close()"
 
 
+@pytest.mark.slow  # 9 to 12 s; moved out of the default suite's 15 minutes.
 def test_actors_explore_with_the_ladder_and_send_their_own_td_errors(apex):
     """The actors got the ladder's rates; a block's priorities are exactly |TD error| of its
     transitions under the weights it was acted with, under the learner's math."""
@@ -171,6 +172,7 @@ def test_a_killed_actor_is_replaced_and_its_block_counted(apex, caplog):
         runner.step()
 
 
+@pytest.mark.slow  # 9 to 12 s; moved out of the default suite's 15 minutes.
 def test_a_killed_shard_is_replaced_empty_its_loss_counted_and_training_goes_on(apex, caplog):
     import ray
 

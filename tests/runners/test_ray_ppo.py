@@ -75,6 +75,7 @@ def test_ppo_on_one_ray_actor_equals_local_ppo(ray_cluster, monkeypatch):
     env.close()
 
 
+@pytest.mark.slow  # 9 to 12 s; moved out of the default suite's 15 minutes.
 def test_a_killed_sampler_is_replaced_and_its_rollout_collected_again(ray_cluster, caplog):
     import ray
 
