@@ -94,7 +94,7 @@ def measure(preset: str, workers: int, warmup: int, generations: int) -> dict:
             timing = population.timing
             slowest = int(np.argmax(timing["workers"]))
             rows.append(dict(wall=wall, steps=steps, slowest=slowest, **timing))
-    return {"config": config, "algo": algo, "rows": rows, "slices": population.slices}
+    return {"config": config, "rows": rows, "slices": population.slices}
 
 
 def main():

@@ -114,8 +114,7 @@ class UnrollCollector:
                 continue
             action, sample, output, self.state = policy(self.observ, self.first, self.state)
             step = dict(self.step(action), sample=sample, output=output, first=self.first)
-            self.first = step["terminated"] | step["truncated"]
-            self.state = np.where(self.first[:, None], 0.0, self.state).astype(np.float32)
+            self.first, self.state = carry_state(step, self.state)
             steps.append(step)
         arrays = policy.finish_unroll(stack(steps))
         if start is not None:
@@ -124,6 +123,13 @@ class UnrollCollector:
 
     def close(self) -> None:
         self.batch_env.close()
+
+
+def carry_state(transition: dict, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """After a step, whether the next one begins an episode [B], and the core states [B, S]
+    to act from: `state`, zeros where the step's episode ended (terminated or truncated)."""
+    first = transition["terminated"] | transition["truncated"]
+    return first, np.where(first[:, None], 0.0, state).astype(np.float32)
 
 
 def stack(steps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ import ray
 
 from batchrl.core import BehaviourPolicy
 from batchrl.runners.ray.actors import Actors
-from batchrl.runners.unrolls import Unroll, stack
+from batchrl.runners.unrolls import Unroll, carry_state, stack
 
 # Seconds one `ray.wait` blocks before the learner checks its deadlines.
 _WAIT_INTERVAL = 1.0
@@ -24,7 +24,7 @@ class _ActorSteps:
     handle: object
     finisher: BehaviourPolicy  # Completes its unrolls: per-actor state (running returns).
     steps: list[dict] = field(default_factory=list)  # Transitions, samples and outputs.
-    versions: list[int] = field(default_factory=list)  # The learner version of each step.
+    version: int | None = None  # The learner version of its unroll's first step.
     log_stds: list = field(default_factory=list)  # The Gaussian's log std of each step.
     returns: list[float] = field(default_factory=list)  # Episodes ended in the unroll.
     lengths: list[int] = field(default_factory=list)
@@ -176,11 +176,10 @@ class RayDynamicBatcher:
                 if not slot.steps:
                     slot.start_state = acted["state"]
                 step["first"] = slot.first
-                slot.first = transition["terminated"] | transition["truncated"]
-                slot.state = np.where(slot.first[:, None], 0.0, acted["new_state"])
-                slot.state = slot.state.astype(np.float32)
+                slot.first, slot.state = carry_state(transition, acted["new_state"])
             slot.steps.append(step)
-            slot.versions.append(acted["version"])
+            if slot.version is None:  # Versions only grow: the first is the oldest.
+                slot.version = acted["version"]
             slot.log_stds.append(acted["log_std"])
             slot.returns += returns
             slot.lengths += lengths
@@ -196,8 +195,9 @@ class RayDynamicBatcher:
             arrays["behaviour_log_std"] = np.stack(slot.log_stds)[:, None]
         if self._recurrent:
             arrays["core_state"] = slot.start_state  # [B, S]
-        unroll = Unroll(arrays, index, min(slot.versions), slot.returns, slot.lengths)
-        slot.steps, slot.versions, slot.log_stds, slot.returns, slot.lengths = [], [], [], [], []
+        unroll = Unroll(arrays, index, slot.version, slot.returns, slot.lengths)
+        slot.steps, slot.log_stds, slot.returns, slot.lengths = [], [], [], []
+        slot.version = None
         return unroll
 
     def _wait(self, wanted: int, until: float | None) -> list:
