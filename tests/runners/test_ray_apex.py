@@ -180,6 +180,10 @@ def test_a_killed_shard_is_replaced_empty_its_loss_counted_and_training_goes_on(
     _, _, runner, seen = apex
     victim = runner.shards[0]
     seen.extend(pids([victim]))
+    for _ in range(100):  # Alone (as in the slow stage) the fixture has not stepped yet.
+        if runner._sizes[0] > 0:
+            break
+        runner.step()
     held = runner._sizes[0]
     assert held > 0
     ray.kill(victim, no_restart=True)

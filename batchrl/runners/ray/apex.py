@@ -208,7 +208,10 @@ class RayApex(ActorGroup):
         ready = _ready(list(self._collecting))
         for ref in ready:
             self._take_block(ref)
+        # A failed shard drops its other calls, so a ready ref may be gone already.
         for ref in _ready(list(self._adding)):
+            if ref not in self._adding:
+                continue
             index, handle, count = self._adding.pop(ref)
             try:
                 self._sizes[index] = ray.get(ref)
@@ -217,6 +220,8 @@ class RayApex(ActorGroup):
             else:
                 self.added += count
         for ref in _ready(list(self._updating)):
+            if ref not in self._updating:
+                continue
             index, handle = self._updating.pop(ref)
             try:
                 ray.get(ref)
@@ -331,6 +336,8 @@ class RayApex(ActorGroup):
             for ref in self._shards.wait(
                 list(self._sampling), "sampled batches", deadline, awaited
             ):
+                if ref not in self._sampling:  # Dropped with its failed shard.
+                    continue
                 index, handle = self._sampling.pop(ref)
                 try:
                     batch = ray.get(ref)
