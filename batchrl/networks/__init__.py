@@ -8,9 +8,23 @@ environment's `GraphFeatures` makes of its observations.
 """
 
 from batchrl.networks.convnets import ImpalaResNet, NatureConvNet
-from batchrl.networks.factory import is_recurrent, make_core_network, make_network, make_torso
+from batchrl.networks.factory import (
+    is_recurrent,
+    make_core_network,
+    make_network,
+    make_shared_body_network,
+    make_torso,
+)
 from batchrl.networks.heads import PolicyHead
-from batchrl.networks.mlp import ACTIVATIONS, MLP, Conv2D, Linear, as_float, batch_apply
+from batchrl.networks.mlp import (
+    ACTIVATIONS,
+    MLP,
+    Conv2D,
+    Linear,
+    SharedBodyNetwork,
+    as_float,
+    batch_apply,
+)
 from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
 from batchrl.networks.population_recurrent import PopulationRecurrent
 from batchrl.networks.recurrent import CoreNetwork, GRUCell, LSTMCell, RecurrentNetwork
@@ -27,11 +41,13 @@ __all__ = [
     "NatureConvNet",
     "PolicyHead",
     "RecurrentNetwork",
+    "SharedBodyNetwork",
     "as_float",
     "batch_apply",
     "is_recurrent",
     "make_core_network",
     "make_network",
+    "make_shared_body_network",
     "make_torso",
     "PopulationMLP",
     "PopulationNetwork",

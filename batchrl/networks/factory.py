@@ -9,7 +9,7 @@ import tensorflow as tf
 from batchrl.config import ConfigError
 from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
 from batchrl.networks.convnets import TORSOS
-from batchrl.networks.mlp import MLP
+from batchrl.networks.mlp import MLP, SharedBodyNetwork
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
 
@@ -65,6 +65,27 @@ def make_core_network(
     )
     last_actions = num_actions if "last_action" in inputs else 0
     return CoreNetwork(body, core, network.core_size, output, last_actions, name)
+
+
+def make_shared_body_network(network, output: int, name: str = "agent") -> SharedBodyNetwork | None:
+    """TorchBeast's feed-forward agent network when `network.shared_body` is true and there
+    is no core, else None: `network.torso` (or `network.conv_filters`) as a body shared by
+    `network.policy_layers` then a policy output of size `output` (gain 0.01) and
+    `network.value_layers` then a baseline (gain 1). With a core the body is always shared
+    (`make_core_network`)."""
+    if not network.get("shared_body", False) or network.get("core", "none") != "none":
+        return None
+    body = MLP(
+        (),
+        None,
+        network.activation,
+        name="body",
+        conv_filters=network.conv_filters,
+        torso=make_torso(network),
+    )
+    policy = MLP(network.policy_layers, output, network.activation, 0.01, "policy")
+    baseline = MLP(network.value_layers, 1, network.activation, 1.0, "baseline")
+    return SharedBodyNetwork(body, policy, baseline, name)
 
 
 def make_feedforward(

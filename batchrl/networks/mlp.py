@@ -126,6 +126,33 @@ class MLP(tf.Module):
         return x if self.output is None else self.output(x)
 
 
+class SharedBodyNetwork(tf.Module):
+    """A body shared by a policy output and a baseline, without a core: TorchBeast's
+    feed-forward `AtariNet` (Küttler et al. 2019, https://arxiv.org/abs/1910.03552):
+
+        f = body(x)               the Atari torso and/or conv_filters  [N, F]
+        output = policy(f)        dense layers, then linear to D       [N, D]
+        V(x) = baseline(f)        dense layers, then linear to 1       [N]
+
+    Called, it gives the policy output alone, which is all an actor needs; `with_value`
+    gives both from one pass through the body, as the learner wants them.
+    """
+
+    def __init__(self, body: MLP, policy: MLP, baseline: MLP, name: str | None = None):
+        super().__init__(name=name)
+        self.body = body
+        self.policy = policy
+        self.baseline = baseline
+
+    def __call__(self, x):
+        return self.policy(self.body(x))
+
+    def with_value(self, x):
+        """Policy outputs [N, D] and values [N] for inputs [N, ...]."""
+        features = self.body(x)
+        return self.policy(features), self.baseline(features)[:, 0]
+
+
 def batch_apply(fn, x: tf.Tensor, inner_rank: int = 1) -> tf.Tensor:
     """Applies `fn`, which takes a batch [N, *inner], to `x` [*outer, *inner].
 

@@ -8,7 +8,13 @@ import tensorflow as tf
 
 from batchrl.algorithms.impala import utility
 from batchrl.core import BehaviourPolicy
-from batchrl.networks import MLP, PolicyHead, make_core_network, make_torso
+from batchrl.networks import (
+    MLP,
+    PolicyHead,
+    make_core_network,
+    make_shared_body_network,
+    make_torso,
+)
 from batchrl.parts.normalizer import StreamingNormalizer
 
 
@@ -47,9 +53,15 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         num_actions = self.head.size if discrete else None
         core = make_core_network(network, self.head.size, "policy", num_actions)
         self.recurrent = core is not None
+        shared = make_shared_body_network(network, self.head.size, "policy")
+        # With a shared body (`network.shared_body`) the policy holds the baseline too.
+        self.shared_body = shared is not None
         if self.recurrent:
             self.policy = core
             self.policy(dummy, core.initial_state(1))
+        elif self.shared_body:
+            self.policy = shared
+            self.policy.with_value(dummy)  # Builds the baseline's variables as well.
         else:
             self.policy = MLP(
                 network.policy_layers,

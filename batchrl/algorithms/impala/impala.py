@@ -157,14 +157,14 @@ class IMPALA(Algorithm, Learner, Policy):
             self._batch_size, cfg.discount, clip=cfg.reward_clip, name="reward"
         )
         self.recurrent = self.actor.recurrent
-        self.value = None  # With a core, `self.policy` holds the baseline too.
+        self.value = None  # With a core or a shared body, `self.policy` holds the baseline.
         if self.recurrent:
             # Each agent's core state, whether its next step begins an episode, and the
             # states the current unroll started from.
             self._state = _zeros([self._batch_size, self.policy.state_size])
             self._first = _zeros([self._batch_size], tf.bool)
             self._unroll_state = _zeros([self._batch_size, self.policy.state_size])
-        else:
+        elif not self.actor.shared_body:
             self.value = MLP(
                 network.value_layers,
                 1,
@@ -359,9 +359,27 @@ class IMPALA(Algorithm, Learner, Policy):
             )  # [T, B, size], [T, B], [T, B, S]
             next_value = self.policy.bootstrap_values(unroll["next_observ"], states)  # [T, B]
         else:
-            output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
-            value = batch_apply(self.value, unroll["observ"], inner)[..., 0]  # [T, B]
-            next_value = batch_apply(self.value, unroll["next_observ"], inner)[..., 0]  # [T, B]
+            if self.value is None:  # One body for both (network.shared_body).
+
+                def values(observ):  # [N, ...] -> [N]
+                    return self.policy.with_value(observ)[1]
+
+                def joint(observ):  # [N, ...] -> [N, size + 1]
+                    output, value = self.policy.with_value(observ)
+                    return tf.concat([output, value[:, None]], -1)
+
+                both = batch_apply(joint, unroll["observ"], inner)  # [T, B, size + 1]
+                output, value = both[..., :-1], both[..., -1]
+            else:
+
+                def values(observ):
+                    return self.value(observ)[:, 0]
+
+                output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
+                value = batch_apply(values, unroll["observ"], inner)  # [T, B]
+            next_value = utility.next_values(
+                values, value, unroll["next_observ"], unroll["truncated"], inner
+            )
         next_value = tf.stop_gradient(next_value)
         rewards, discounts = utility.truncation_bootstrap(
             unroll["reward"], unroll["terminated"], unroll["truncated"], next_value, cfg.discount

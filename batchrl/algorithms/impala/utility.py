@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchrl.networks.mlp import batch_apply
+
 REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")
 
 
@@ -44,6 +46,36 @@ def clip_rewards(reward: tf.Tensor, mode: str) -> tf.Tensor:
         squeezed = tf.tanh(reward / 5.0)
         return 5.0 * tf.where(reward < 0, 0.3 * squeezed, squeezed)
     raise ValueError(f"Unknown reward clipping {mode!r}; valid choices are {REWARD_CLIPPINGS}.")
+
+
+def next_values(values, value, next_observ, truncated, inner_rank: int) -> tf.Tensor:
+    """V(x'_t) [T, B] wherever `truncation_bootstrap` and V-trace read it, from one pass
+    over the B final observations instead of T x B.
+
+    The observation after step t is the unroll's next one, x'_t = x_{t+1}, unless step t
+    ended an episode. After a termination V(x'_t) is never read (its discount is 0); after
+    a truncation it is, so when a step other than the last was truncated the values of
+    all T x B `next_observ` are computed (a `tf.cond`, rare: a time limit inside an
+    unroll). The last step's x'_{T-1}, V-trace's bootstrap, is always evaluated.
+
+    Args:
+      values: a function from observations [N, ...] to values [N].
+      value: [T, B] V(x_t) of the unroll's observations.
+      next_observ: [T, B, ...] x'_t, the observation each step returned.
+      truncated: bool [T, B].
+      inner_rank: the rank of one observation.
+
+    Returns:
+      [T, B]: V(x_{t+1}) where step t did not end an episode, V(x'_t) where it was
+      truncated and at t = T - 1, and either where it terminated.
+    """
+    last = values(next_observ[-1])  # [B]
+    shifted = tf.concat([value[1:], last[None]], 0)  # [T, B]
+    return tf.cond(
+        tf.reduce_any(truncated[:-1]),
+        lambda: batch_apply(values, next_observ, inner_rank),
+        lambda: shifted,
+    )
 
 
 def truncation_bootstrap(

@@ -56,6 +56,49 @@ def test_frames_stay_uint8_through_the_batch_and_the_unroll(core):
     batch_env.close()
 
 
+@pytest.mark.parametrize("torso", ["shallow", "deep"])
+def test_a_shared_body_is_one_torso_that_the_baseline_trains_too(torso):
+    """network.shared_body (the Atari presets): one torso under the policy and the
+    baseline, as TorchBeast's feed-forward AtariNet, so the baseline loss alone moves the
+    torso; the actors' copies hold the same variables; the separate layout has two."""
+    import gymnasium as gym
+
+    from batchrl.algorithms.impala.behaviour_policy import ImpalaBehaviourPolicy
+    from batchrl.networks import ImpalaResNet, NatureConvNet
+    from batchrl.tools.environments import EnvSpaces
+
+    def build(shared):
+        config = load_run_config(
+            "atari_impala",
+            [f"network.torso={torso}", f"network.shared_body={shared}"],
+        )
+        spaces = EnvSpaces(config.env, 2)
+        return config, IMPALA(spaces, config, tf.Variable(0, dtype=tf.int64), seed=0)
+
+    config, algo = build("true")
+    torsos = [m for m in algo.policy.submodules if isinstance(m, (NatureConvNet, ImpalaResNet))]
+    assert len(torsos) == 1 and algo.value is None
+    _, separate = build("false")
+    assert len(separate.trainable_variables) == len(algo.trainable_variables) + len(
+        torsos[0].trainable_variables
+    )
+    frames = tf.random.stateless_uniform([3, 84, 84, 4], [1, 2], 0, 256, tf.int32)
+    frames = tf.cast(frames, tf.uint8)
+    output, value = algo.policy.with_value(frames)
+    np.testing.assert_allclose(output, algo.policy(frames))
+    assert output.shape == (3, 6) and value.shape == (3,)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(algo.policy.with_value(frames)[1] ** 2)
+    gradients = tape.gradient(loss, torsos[0].trainable_variables)
+    assert all(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in gradients)
+    space = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    actor = ImpalaBehaviourPolicy(
+        config.impala, config.network, space.shape, gym.spaces.Discrete(6), 0, tf.uint8
+    )
+    actor.load([v.numpy() for v in algo.behaviour_variables()])
+    np.testing.assert_allclose(actor.policy(frames), output, rtol=1e-5)
+
+
 def test_a_short_atari_run_through_the_train_script(tmp_path, monkeypatch, no_new_children):
     """atari_impala cut down to 1,000 steps (4,000 frames) with one actor thread whose 2
     games run in worker processes; the learner's batches hold uint8 frames, the final

@@ -74,7 +74,8 @@ def test_updates_exactly_every_unroll():
     assert all(not np.array_equal(a, b) for a, b in zip(before, weights(algo), strict=True))
 
 
-def test_learner_targets_bootstrap_truncations_and_stop_at_terminals():
+@pytest.mark.parametrize("shared_body", [False, True])
+def test_learner_targets_bootstrap_truncations_and_stop_at_terminals(shared_body):
     """The learner's V-trace targets on a known unroll, worked by hand.
 
     T=4, B=2, discount 0.5, V(x) = x + 1 and a uniform policy (so every rho is 1). The
@@ -104,12 +105,17 @@ def test_learner_targets_bootstrap_truncations_and_stop_at_terminals():
         "impala.normalize_reward=false",
         "network.policy_layers=[]",
         "network.value_layers=[]",
+        f"network.shared_body={str(shared_body).lower()}",
     ]
     algo = IMPALA(env, impala_config(overrides=overrides))
     for variable in algo.policy.variables:
         variable.assign(tf.zeros_like(variable))
-    algo.value.output.w.assign([[1.0]])
-    algo.value.output.b.assign([1.0])
+    # With a shared body (here the identity: no torso, no layers) the baseline is the
+    # policy network's.
+    baseline = algo.policy.baseline if shared_body else algo.value
+    assert (algo.value is None) == shared_body
+    baseline.output.w.assign([[1.0]])
+    baseline.output.b.assign([1.0])
     run_steps(env, algo, 4)
     assert int(algo.optimizer.iterations) == 1
     unroll = {key: value.numpy() for key, value in algo.rollout.read().items()}

@@ -63,6 +63,42 @@ def test_truncation_bootstrap(mode):
     np.testing.assert_allclose(discounts, [[0.9, 0.9], [0.0, 0.0], [0.9, 0.9]], rtol=1e-6)
 
 
+# T=3 steps of B=2 agents; observations are numbers, V(x) = 10 x. The unroll's
+# observations x_t are [[1, 2], [3, 4], [5, 6]] (so V = [[10, 20], [30, 40], [50, 60]]) and
+# the ones each step returned x'_t are [[3, 4], [7, 6], [9, 8]]: agent 0's step 1 ended an
+# episode (x'_1 = 7, not x_2 = 5).
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "truncated, calls, expected",
+    [
+        # Step 1 terminated: its V(x'_1) is never read, so the shift stands (V(x_2) = 50)
+        # and one pass over the last step's B observations gives V(x'_2) = [90, 80].
+        ([[0, 0], [0, 0], [0, 0]], [2], [[30, 40], [50, 60], [90, 80]]),
+        # Step 2 (the last) truncated: still the shift and the last step's pass.
+        ([[0, 0], [0, 0], [1, 0]], [2], [[30, 40], [50, 60], [90, 80]]),
+        # Step 1 truncated: its V(x'_1) = 70 is read, so all T x B values are computed.
+        ([[0, 0], [1, 0], [0, 0]], [2, 6], [[30, 40], [70, 60], [90, 80]]),
+    ],
+)
+def test_next_values_shift_the_unrolls_values_unless_a_step_inside_was_truncated(
+    mode, truncated, calls, expected
+):
+    sizes = []
+
+    def values(observ):  # [N, 1] -> [N]
+        sizes.append(int(observ.shape[0]))
+        return 10.0 * observ[:, 0]
+
+    next_observ = tf.constant([[[3.0], [4.0]], [[7.0], [6.0]], [[9.0], [8.0]]])
+    value = tf.constant([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]])
+    result = compile_fn(
+        lambda t: utility.next_values(values, value, next_observ, t, 1), mode
+    )(tf.constant(truncated) > 0)
+    np.testing.assert_allclose(result, expected)
+    if mode == "eager":  # Traced, tf.cond builds both branches; eager runs the one taken.
+        assert sizes == calls
+
+
 def _value_and_gradients(loss_fn, mode, *inputs):
     """The loss and its gradients with respect to each input (None where it stops)."""
 
