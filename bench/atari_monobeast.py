@@ -48,7 +48,10 @@ convolutions, dense 512, linear policy and baseline; batchrl's `NatureConvNet`),
 deep, IMPALA's ResNet (16, 32, 32 channels, dense 256; batchrl's `ImpalaResNet`, and
 PolyBeast's `Net` run inside MonoBeast: changes 4 and 5 below). TorchBeast's heads also
 read the clipped reward (and, shallow, the one-hot last action); batchrl's do not: 7 or 1
-inputs more on a 512- or 256-wide layer.
+inputs more on a 512- or 256-wide layer. Both share one torso between the policy and
+the baseline (batchrl's `network.shared_body: true`, the Atari presets' setting since
+f0aa28f; before it batchrl ran a torso for each, so its learner did about twice the
+convolutions).
 
 Frames are environment steps x 4 (frame skip 4). Threads: MonoBeast runs with
 OMP_NUM_THREADS=1 (it sets that itself on import, as its README asks), so each of its
