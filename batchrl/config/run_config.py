@@ -475,7 +475,10 @@ def _check_network(network: Config) -> None:
     check_choice("network.core", network.core, ("none", "gru", "lstm"))
     _require(network.core_size > 0, "network.core_size", network.core_size, "> 0")
     _require(
-        isinstance(network.shared_body, bool), "network.shared_body", network.shared_body, "true or false"
+        isinstance(network.shared_body, bool),
+        "network.shared_body",
+        network.shared_body,
+        "true or false",
     )
     _check_core_inputs(network)
     if network.torso != "none" and network.conv_filters:

@@ -91,9 +91,9 @@ def test_next_values_shift_the_unrolls_values_unless_a_step_inside_was_truncated
 
     next_observ = tf.constant([[[3.0], [4.0]], [[7.0], [6.0]], [[9.0], [8.0]]])
     value = tf.constant([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]])
-    result = compile_fn(
-        lambda t: utility.next_values(values, value, next_observ, t, 1), mode
-    )(tf.constant(truncated) > 0)
+    result = compile_fn(lambda t: utility.next_values(values, value, next_observ, t, 1), mode)(
+        tf.constant(truncated) > 0
+    )
     np.testing.assert_allclose(result, expected)
     if mode == "eager":  # Traced, tf.cond builds both branches; eager runs the one taken.
         assert sizes == calls
