@@ -120,6 +120,12 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
             f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
             "use network.torso='none'."
         )
+    if config.network.shared_body and config.algorithm.name != "impala":
+        raise ConfigError(
+            "network.shared_body=true (one body under the policy and the baseline) is built "
+            "by IMPALA only (algorithm.name='impala'), not "
+            f"algorithm.name={config.algorithm.name!r}; use network.shared_body=false."
+        )
     if config.network.core != "none" and config.algorithm.name != "impala":
         raise ConfigError(
             f"network.core={config.network.core!r} is built by IMPALA only "

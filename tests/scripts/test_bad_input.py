@@ -56,6 +56,11 @@ from batchrl.scripts import train as train_script
         (["--config=debug", "--set", "network.conv_filters=[16]"], "read by IMPALA only"),
         (["--config=debug", "--set", "network.core=lstm"], "built by IMPALA only"),
         (
+            ["--config=debug", "--set", "network.shared_body=true"],
+            "network.shared_body=true (one body under the policy and the baseline) is built by "
+            "IMPALA only (algorithm.name='impala'), not algorithm.name='ppo'",
+        ),
+        (
             ["--config=debug", "--set", "network.name=gru", "--set", "ppo.update_mode=episodes"],
             "needs ppo.update_mode='steps'",
         ),
