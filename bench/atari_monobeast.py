@@ -43,6 +43,15 @@ unrolls (MonoBeast's defaults; the same as `atari_impala`'s 2 x 4):
   `--ray-timeout` seconds), and learns from batches of `8 / E` actor unrolls. It also
   prints the mean actors per forward pass. Each actor reserves `--ray-cpus` Ray CPUs.
 
+- `compute ceiling AxE` (only with `--rows compute`): batchrl's computation without
+  the games. The threads runner makes 8 real Pong unrolls of 80 steps and stops; then,
+  each for `--seconds` with the cores to itself, the learner's update on that batch, and
+  the behaviour policy's forward pass on E games' observations (per-actor inference).
+  Learner and inference share the cores in any training loop, so the row is their
+  harmonic sum, 1 / (1 / learner + 1 / inference) steps per second (both printed): the
+  most a loop of this network, update and batching reaches on these cores, with games
+  that cost nothing.
+
 Networks (`--torsos`): shallow, the Nature ConvNet (MonoBeast's `AtariNet`: 3
 convolutions, dense 512, linear policy and baseline; batchrl's `NatureConvNet`), and
 deep, IMPALA's ResNet (16, 32, 32 channels, dense 256; batchrl's `ImpalaResNet`, and
@@ -119,7 +128,7 @@ ENV_ID = "PongNoFrameskip-v4"
 FRAME_SKIP = 4
 UNROLL_LENGTH = 80
 BATCH_SIZE = 8  # Unrolls per learner update: MonoBeast's default, atari_impala's 2 x 4.
-ROWS = ("ceiling", "monobeast", "batchrl", "ray")  # What --rows chooses.
+ROWS = ("ceiling", "monobeast", "batchrl", "ray", "compute")  # What --rows chooses.
 
 
 class OldGymApi:
@@ -371,6 +380,61 @@ def batchrl_rate(
     return {"steps_per_second": steps}
 
 
+def compute_rate(torso: str, envs_per_actor: int, warmup: int, seconds: float) -> dict:
+    """batchrl's computation alone, no games: the learner's updates on one batch of real
+    Pong unrolls, and the forward passes of per-actor inference on `envs_per_actor`
+    games' observations, each timed for `seconds` with the cores to itself. Both share
+    the cores in a training loop, so their steps per second combine as a harmonic sum:
+    1 / (1 / learner + 1 / inference) is the most any loop of this network reaches here."""
+    import tensorflow as tf
+
+    from batchrl.config import load_run_config
+    from batchrl.runners.threads import ThreadsTrainer
+    from batchrl.runners.train import make_algorithm
+    from batchrl.runners.unrolls import concatenate
+
+    config = load_run_config(
+        "atari_impala",
+        [
+            f"network.torso={torso}",
+            f"env.id={ENV_ID}",
+            "env.num_envs=4",
+            "threads.num_actors=1",
+            f"threads.learner_batch={BATCH_SIZE // 4}",
+            f"impala.unroll_length={UNROLL_LENGTH}",
+        ],
+    )
+    algo = make_algorithm(config, ThreadsTrainer.make_batch_env(config, 0))
+    trainer = ThreadsTrainer(config, algo)
+    try:  # Real unrolls (frames of a playing policy), then the games stop.
+        for _ in range(warmup):
+            trainer.step()
+        batch = concatenate([trainer.runner.next_unroll() for _ in range(BATCH_SIZE // 4)])
+    finally:
+        trainer.close()
+
+    def timed(call) -> float:  # Calls per second.
+        for _ in range(3):
+            call()
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            call()
+            calls += 1
+        return calls / (time.perf_counter() - start)
+
+    learn = tf.function(algo.learn)
+    learner = timed(lambda: learn(batch)) * int(np.prod(batch["reward"].shape))
+    policy = algo.make_behaviour_policy(0)
+    policy.load([variable.numpy() for variable in algo.behaviour_variables()])
+    observ = batch["observ"][0, :envs_per_actor]
+    inference = timed(lambda: policy(observ)) * envs_per_actor
+    return {
+        "steps_per_second": 1.0 / (1.0 / learner + 1.0 / inference),
+        "learner_steps_per_second": learner,
+        "inference_steps_per_second": inference,
+    }
+
+
 def ray_rate(
     torso: str,
     envs: int,
@@ -502,9 +566,11 @@ def main() -> None:
         rows.append((name, network, result))
         steps = result["steps_per_second"]
         per_pass = result.get("actors_per_pass")
+        parts = result.get("learner_steps_per_second"), result.get("inference_steps_per_second")
         print(
             f"{name} {network}: {steps:.1f} steps/s, {FRAME_SKIP * steps:.0f} frames/s "
             + (f"{per_pass:.2f} actors a pass " if per_pass is not None else "")
+            + (f"learner {parts[0]:.0f}, inference {parts[1]:.0f} " if parts[0] else "")
             + f"(load {result['load_average']:.2f})",
             flush=True,
         )
@@ -528,6 +594,9 @@ def main() -> None:
                     )
                     suffix = "" if engine == "gymnasium" else f" {engine}"
                     record(f"batchrl {args.envs // per_actor}x{per_actor}{suffix}", torso, result)
+            for per_actor in args.envs_per_actor if "compute" in rows_wanted else []:
+                result = compute_rate(torso, per_actor, args.warmup_updates, args.seconds)
+                record(f"compute ceiling {args.envs // per_actor}x{per_actor}", torso, result)
             for per_actor in args.envs_per_actor if "ray" in rows_wanted else []:
                 result = ray_rate(
                     torso,
@@ -562,7 +631,8 @@ def print_table(rows: list) -> None:
     for name, network, result in rows:
         steps = result["steps_per_second"]
         beast = rates.get(("MonoBeast", network))
-        versus_beast = f"{steps / beast:.2f}" if beast and name.startswith("batchrl") else ""
+        ours = name.startswith(("batchrl", "compute"))
+        versus_beast = f"{steps / beast:.2f}" if beast and ours else ""
         versus = [
             f"{steps / rates[(ceiling, '-')]:.2f}" if name != ceiling else ""
             for ceiling in ceilings

@@ -562,6 +562,65 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
         np.testing.assert_array_equal(restarted.arrays["core_state"], 0.0)
 
 
+def test_started_dynamic_batching_steps_while_the_learner_learns(ray_cluster):
+    """After `start(2)` the batcher's thread acts and steps with nobody taking unrolls, as
+    actors do while the learner learns, until 2 finished unrolls wait in its queue; then it
+    waits. Weights given to `load` act from the next forward pass on (the unrolls'
+    versions). `close` ends the thread, and `next_unroll` then says the batcher is closed.
+    An error in the thread (an actor killed, no restarts left) is raised by `next_unroll`
+    in the caller's thread, naming the actor."""
+    import ray
+
+    from batchrl.runners.ray import EnvActor
+    from batchrl.runners.ray.actors import Actors
+    from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
+
+    def make_actor(index, restarts):
+        return EnvActor.options(num_cpus=0.25).remote(echo_envs, None, 1000 * index, 1)
+
+    def settle(batcher):  # Until no forward pass for 1 s (at most 60 s).
+        end, passes = time.monotonic() + 60, -1
+        while len(batcher.batch_sizes) != passes and time.monotonic() < end:
+            passes = len(batcher.batch_sizes)
+            time.sleep(1.0)
+        return passes
+
+    actors = Actors(make_actor, max_restarts=0, timeout=180)
+    actors.start(2)
+    try:
+        pids, _ = actor_info(actors.handles)
+        batcher = RayDynamicBatcher(actors, EchoPolicy(), lambda _: EchoPolicy(), 4, 2, 0.05)
+        batcher.start(capacity=2)
+        passes = settle(batcher)
+        assert batcher._queue.full() and passes >= 8  # 2 unrolls of T=4 at least.
+        batcher.load([], version=7)
+        unrolls = [batcher.next_unroll() for _ in range(6)]
+        assert [unroll.version for unroll in unrolls[:2]] == [0, 0]  # Acted before `load`.
+        assert unrolls[-1].version == 7
+        for unroll in unrolls:  # Each actor's own environments, consecutive steps.
+            np.testing.assert_array_equal(
+                unroll.arrays["sample"], 100 * unroll.arrays["observ"][..., 0]
+                + unroll.arrays["observ"][..., 1]
+            )  # fmt: skip
+        batcher.close()
+        assert not batcher._thread.is_alive()
+        with pytest.raises(RuntimeError, match="batcher is closed"):
+            for _ in range(3):  # The queue may hold 2 unrolls still.
+                batcher.next_unroll()
+
+        batcher = RayDynamicBatcher(actors, EchoPolicy(), lambda _: EchoPolicy(), 4, 2, 0.05)
+        batcher.start(capacity=2)
+        ray.kill(actors.handles[1], no_restart=True)
+        with pytest.raises(RuntimeError, match="Ray actor 1 failed"):
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                batcher.next_unroll()
+        assert not batcher._thread.is_alive()
+    finally:
+        actors.close()
+    assert not wait_gone(pids)
+
+
 def ray_actor_processes() -> list[int]:
     """The processes of this session's Ray actors of the IMPALA runner (`EnvActor`)."""
     found = []

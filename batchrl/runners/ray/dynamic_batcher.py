@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,8 +16,15 @@ from batchrl.core import BehaviourPolicy
 from batchrl.runners.ray.actors import Actors
 from batchrl.runners.unrolls import Unroll, carry_state, stack
 
-# Seconds one `ray.wait` blocks before the learner checks its deadlines.
+# Seconds one `ray.wait` (or a wait on the queue of unrolls) blocks before the batcher
+# checks its deadlines and whether it is closing.
 _WAIT_INTERVAL = 1.0
+# Seconds `close` waits for the batcher's thread to end.
+_JOIN_TIMEOUT = 30.0
+
+
+class _Closed(Exception):
+    """Raised inside the batcher's thread when `close` stops it."""
 
 
 @dataclass
@@ -53,9 +63,17 @@ class RayDynamicBatcher:
     batcher carries them per actor as `UnrollCollector` does, and each unroll holds the
     states it started from (`core_state` [B, S]) and `first` [T, B].
 
-    The batcher runs only inside `next_unroll`: while the learner learns, actors finish
-    their step in flight and wait. An actor whose call fails is replaced (`Actors`) and
-    its unroll so far dropped; its replacement starts a new one.
+    Without `start`, the batcher runs only inside `next_unroll`: while the learner learns,
+    actors finish their step in flight and wait (lockstep central inference wants this).
+    After `start(capacity)` it runs in a thread of its own, so that actors keep stepping
+    while the learner learns: finished unrolls go to a queue of `capacity`, which
+    `next_unroll` takes from; when the queue is full, the thread waits and so do the
+    actors. Weights given to `load` are loaded by whichever runs the batcher, before its
+    next forward pass, so the policy is used by one thread only. An error in the thread
+    (an actor failing too often, a timeout) is raised by the next `next_unroll`.
+
+    An actor whose call fails is replaced (`Actors`) and its unroll so far dropped; its
+    replacement starts a new one.
     """
 
     def __init__(
@@ -88,19 +106,80 @@ class RayDynamicBatcher:
         self._timeout = timeout
         self._recurrent = policy.initial_state(1) is not None
         self.version = 0  # The learner version of the weights `policy` holds.
+        self._published: tuple | None = None  # (weights, version) for the next pass.
         self.batch_sizes: list[int] = []  # Actors per call of `policy`, for statistics.
         self._pending: dict = {}  # ObjectRef -> (actor index, sent at)
         self._ready: list[int] = []  # Actors whose observations wait, in order of arrival.
         self._finished: list[Unroll] = []
         self._slots = [self._start(index) for index in range(len(actors.handles))]
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self, capacity: int) -> None:
+        """Runs the batcher in a thread of its own from now on, `capacity` unrolls ahead.
+
+        Args:
+          capacity: finished unrolls the queue holds before the thread waits, >= 1.
+        """
+        if capacity < 1:
+            raise ValueError(f"capacity={capacity} must be >= 1.")
+        self._queue = queue.Queue(capacity)
+        self._thread = threading.Thread(target=self._run, name="ray dynamic batcher", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stops the thread (see `start`), if there is one; safe to call twice."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(_JOIN_TIMEOUT)
+            if self._thread.is_alive():
+                logging.warning("The Ray dynamic batcher's thread did not stop within %ss.",
+                                _JOIN_TIMEOUT)  # fmt: skip
 
     def next_unroll(self) -> Unroll:
-        """The next finished unroll of any actor; acts and steps until there is one.
+        """The next finished unroll of any actor; acts and steps until there is one, or,
+        after `start`, waits for the thread to queue one.
 
         Raises:
-          RuntimeError: as `Actors.replace`.
+          RuntimeError: as `Actors.replace`, or the batcher is closed.
           TimeoutError: an actor gave no result for `Actors.timeout` seconds; names it.
         """
+        if self._thread is None:
+            return self._step_until_unroll()
+        while True:
+            try:
+                return self._queue.get(timeout=_WAIT_INTERVAL)
+            except queue.Empty:
+                if self._error is not None:
+                    raise self._error from None
+                if not self._thread.is_alive():
+                    raise RuntimeError("The Ray dynamic batcher is closed.") from None
+
+    def _run(self) -> None:
+        """The thread of `start`: unrolls into the queue until `close`, or an error."""
+        try:
+            while True:
+                unroll = self._step_until_unroll()
+                while True:
+                    self._check_open()
+                    try:
+                        self._queue.put(unroll, timeout=_WAIT_INTERVAL)
+                        break
+                    except queue.Full:
+                        pass
+        except _Closed:
+            pass
+        except BaseException as error:  # Raised to the learner by `next_unroll`.
+            self._error = error
+
+    def _check_open(self) -> None:
+        if self._stop.is_set():
+            raise _Closed
+
+    def _step_until_unroll(self) -> Unroll:
+        """Acts and steps until an actor finishes an unroll; returns it."""
         while not self._finished:
             waiting = len(self._ready)
             due = self._slots[self._ready[0]].since + self._timeout if waiting else None
@@ -114,10 +193,15 @@ class RayDynamicBatcher:
         return self._finished.pop(0)
 
     def load(self, weights: list[np.ndarray], version: int) -> None:
-        """The learner's weights of `version` for the next calls, unless they are loaded."""
-        if version != self.version:
-            self.policy.load(weights)
-            self.version = version
+        """The learner's weights of `version` for the next forward passes (loaded before
+        the next one, unless they are loaded)."""
+        self._published = (weights, version)
+
+    def _load_published(self) -> None:
+        published = self._published  # One read: `load` may replace it meanwhile.
+        if published is not None and published[1] != self.version:
+            self.policy.load(published[0])
+            self.version = published[1]
 
     def _start(self, index: int) -> _ActorSteps:
         """A fresh record of actor `index`'s handle, and its first call, for observations."""
@@ -128,6 +212,7 @@ class RayDynamicBatcher:
 
     def _act(self, indices: list[int]) -> None:
         """One call of the policy for the actors `indices`; sends each its actions."""
+        self._load_published()
         slots = [self._slots[index] for index in indices]
         observ = np.concatenate([slot.observ for slot in slots])  # [N, ...]
         splits = np.cumsum([len(slot.observ) for slot in slots])[:-1]
@@ -211,6 +296,7 @@ class RayDynamicBatcher:
         refs = list(self._pending)
         wanted = min(wanted, len(refs))
         while True:
+            self._check_open()
             left = _WAIT_INTERVAL if until is None else until - time.monotonic()
             ready, _ = ray.wait(refs, num_returns=wanted, timeout=min(_WAIT_INTERVAL, max(0, left)))
             now = time.monotonic()

@@ -34,11 +34,13 @@ class RayActorLearner(ActorGroup):
     them. The policy lag of an unroll is the learner version at its update minus the
     version that acted (for an unroll of several versions, the oldest).
 
-    With `inference='dynamic'` actors only step environments, and the learner acts for
-    them with its own policy copy, holding the newest weights, as TorchBeast's PolyBeast
-    does (`RayDynamicBatcher`): one batched call for whichever actors' observations are
-    in hand once `max_batch` of them are, or `batch_timeout` seconds after the first; each
-    actor steps as soon as its actions arrive, and its T steps make its unroll.
+    With `inference='dynamic'` actors only step environments, and the learner's process
+    acts for them with its own policy copy, holding the newest weights, as TorchBeast's
+    PolyBeast does (`RayDynamicBatcher`): one batched call for whichever actors'
+    observations are in hand once `max_batch` of them are, or `batch_timeout` seconds
+    after the first; each actor steps as soon as its actions arrive, and its T steps make
+    its unroll. The batcher runs in a thread of its own, so actors keep stepping while the
+    learner learns, up to `learner_batch` finished unrolls ahead of it.
     `inference='central'` is the lockstep case: every call waits for all actors
     (`max_batch` all, no timeout) and an update learns from the T steps of all actors
     together (`learner_batch` all), all acted on with that update's weights (lag 0).
@@ -130,6 +132,8 @@ class RayActorLearner(ActorGroup):
                     min(max_batch or num_actors, num_actors),
                     batch_timeout,
                 )
+                if inference == "dynamic":  # Actors step while the learner learns.
+                    self.batcher.start(capacity=learner_batch)
         except BaseException:
             self.close()
             raise
@@ -205,6 +209,8 @@ class RayActorLearner(ActorGroup):
     def close(self) -> None:
         """Kills the actors (their environment workers exit with them); safe to call twice."""
         self._pending = {}
+        if self.batcher is not None:
+            self.batcher.close()
         self._actors.close()
 
     def _request(self, index: int) -> None:
