@@ -14,7 +14,11 @@ environments of an actor or worker are stepped one after another in its process
   runner's `ActorLearner` with the same numbers of actor threads, in this invocation.
   Each runs `--warmup` updates (actor start-up, TensorFlow import and tracing) and is then
   timed for `--seconds`. Efficiency is steps/s at n actors over n x steps/s at 1.
-- `central`: the same at 8 Ray actors with `ray.inference=central` beside actor inference.
+- `central`: the same at 8 Ray actors with `ray.inference=central` beside actor inference,
+  and `ray.inference=dynamic` twice: `ray-inline`, the batcher running only while the
+  learner waits for unrolls (`RayActorLearner(background=False)`, as before 2026-11-26),
+  and `ray-dynamic`, the batcher in a thread of its own, so that actors step while the
+  learner learns (the default).
 - `learner`: steps per second the learner alone consumes (`learn` on 2, 8 or 32 unrolls
   of one actor's, weights put into the object store), the bound of IMPALA's scaling.
 - `es`: ES generations per second (`RayPopulation.step`, 16 members, one 50-step episode
@@ -74,7 +78,8 @@ def impala_rate(mode: str, actors: int, warmup: int, seconds: float) -> float:
     from batchrl.runners.threads import ActorLearner
     from batchrl.tools.environments import EnvSpaces, make_batch_env
 
-    config = impala_config(actors, "central" if mode == "ray-central" else "actor")
+    inference = {"ray-central": "central", "ray-dynamic": "dynamic", "ray-inline": "dynamic"}
+    config = impala_config(actors, inference.get(mode, "actor"))
     algo = IMPALA(EnvSpaces(config.env, config.env.num_envs), config)
     make_env = functools.partial(make_batch_env, config.env, config.env.num_envs)
     if mode == "threads":
@@ -90,6 +95,7 @@ def impala_rate(mode: str, actors: int, warmup: int, seconds: float) -> float:
             inference=config.ray.inference,
             cpus_per_actor=0.25,
             timeout=600,
+            background=mode != "ray-inline",
         )
     try:
         return timed(runner.update, warmup, seconds)
@@ -187,7 +193,7 @@ def main() -> None:
                     )
         if args.part in ("central", "all"):
             actors = max(args.actors)
-            for mode in ("ray", "ray-central"):
+            for mode in ("ray", "ray-central", "ray-inline", "ray-dynamic"):
                 rate = impala_rate(mode, actors, args.warmup, args.seconds)
                 print(f"impala {mode} {actors} actors: {rate:8.0f} steps/s | {load()}", flush=True)
         if args.part in ("es", "all"):

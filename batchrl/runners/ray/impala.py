@@ -67,6 +67,7 @@ class RayActorLearner(ActorGroup):
         max_actor_restarts: int = 10,
         seed: int = 0,
         timeout: float = 300.0,
+        background: bool = True,
     ):
         """Starts the actors; Ray must be connected (`connect`).
 
@@ -88,6 +89,8 @@ class RayActorLearner(ActorGroup):
           seed: actor i's environments and samples start from `seed + 1000 * i` (plus
             100,000 per restart so far).
           timeout: seconds `update` waits for an actor's result before it raises.
+          background: with 'dynamic', the batcher runs in a thread of its own (actors step
+            while the learner learns); false: only while `update` waits for unrolls.
         """
         check_choice("ray.inference", inference, INFERENCE)
         self._learner = learner
@@ -132,7 +135,7 @@ class RayActorLearner(ActorGroup):
                     min(max_batch or num_actors, num_actors),
                     batch_timeout,
                 )
-                if inference == "dynamic":  # Actors step while the learner learns.
+                if inference == "dynamic" and background:  # Actors step during `learn`.
                     self.batcher.start(capacity=learner_batch)
         except BaseException:
             self.close()
