@@ -1,4 +1,4 @@
-"""What the learning tests over seeds share: each seed's best evaluation."""
+"""What the learning tests over seeds share: each seed's best evaluation, and k of n."""
 
 import json
 from pathlib import Path
@@ -18,3 +18,12 @@ def best_evaluations(preset: str, overrides: list[str], seeds, logdir: Path) -> 
         metadata = logdir / str(seed) / "policy_best" / "batchrl.json"
         best.append(json.loads(metadata.read_text())["eval_return"])
     return best
+
+
+def assert_k_of_n(returns: dict[int, float], threshold: float, k: int) -> None:
+    """At least `k` of the seeds' returns (seed -> return) reach `threshold`; the message
+    gives every seed's."""
+    reached = [seed for seed, value in returns.items() if value >= threshold]
+    assert len(reached) >= k, (
+        f"{len(reached)} of {len(returns)} seeds reached {threshold} (wanted {k}): {returns}"
+    )

@@ -24,6 +24,7 @@ from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
 from batchrl.training import PolicyEvaluator, train_loop
 from batchrl.training.evaluation import Evaluation
+from tests.learning import assert_k_of_n
 
 PPO_TAGS = {
     "ppo/policy_loss",
@@ -324,13 +325,18 @@ def test_max_seconds_stops_after_the_call_that_passes_the_budget(tmp_path, monke
 
 
 def test_cartpole_learns(tmp_path):
-    """PPO must reach a mean evaluation return of 150 on CartPole-v1 within 60k steps."""
-    config = load_run_config("cartpole", ["train.total_steps=61440", "train.eval_every=0"])
-    result = train(config, tmp_path, progress=quiet)
-    evaluation = Evaluation(
-        InGraphBatchEnv(BatchEnv([make_env("CartPole-v1") for _ in range(8)], True), seed=1),
-        PolicyEvaluator(restored_state(tmp_path, config)[1], 8),
-        episodes=16,
-    ).run()
-    assert result["step"] == 61440
-    assert evaluation["mean_return"] >= 150, evaluation
+    """The cartpole preset reaches a mean evaluation return of 400 on CartPole-v1 (16
+    episodes) within 61,440 steps, in 2 of 3 seeds. Measured (2026-11-26, 7ef7ca1): seeds
+    0 to 4 all scored 500.0."""
+    returns = {}
+    for seed in (0, 1, 2):
+        overrides = ["train.total_steps=61440", "train.eval_every=0", f"train.seed={seed}"]
+        config = load_run_config("cartpole", overrides)
+        result = train(config, tmp_path / str(seed), progress=quiet)
+        assert result["step"] == 61440
+        returns[seed] = Evaluation(
+            InGraphBatchEnv(BatchEnv([make_env("CartPole-v1") for _ in range(8)], True), seed=1),
+            PolicyEvaluator(restored_state(tmp_path / str(seed), config)[1], 8),
+            episodes=16,
+        ).run()["mean_return"]
+    assert_k_of_n(returns, 400, k=2)

@@ -10,6 +10,7 @@ from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy, Strat
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs.cartpole import CartPole
 from batchrl.runners import train
+from tests.learning import assert_k_of_n
 from tests.scripts.test_faults import checkpoint_values
 
 
@@ -239,19 +240,22 @@ def test_every_es_module_survives_a_checkpoint(small, tmp_path):
 
 
 def test_cartpole_es_learns_through_the_train_runner(tmp_path):
-    """cartpole_es in graph mode: evaluation return >= 475 after 120,000 steps.
+    """cartpole_es in graph mode: evaluation return >= 475 after 120,000 steps, in 2 of 3
+    seeds.
 
     Measured with these overrides, 16 evaluation episodes on Gymnasium's CartPole-v1 at
-    the end (since the ports' Philox resets, bc49931): seeds 0, 1, 2 stopped at 132,304,
-    136,740 and 123,854 steps (a generation ends past the budget) with 500.0, 492.6 and
-    500.0; with a budget of 100,000 they scored 466.8, 444.8 and 500.0. The run takes
-    about 7 s here.
+    the end (2026-11-26, 7ef7ca1): seeds 0 to 4 scored 500.0, 497.2, 500.0, 485.6 and
+    500.0 (a generation ends past the budget); with a budget of 100,000 seeds 0, 1, 2
+    scored 466.8, 444.8 and 500.0 (bc49931). A run takes about 7 s here.
     """
-    overrides = ["train.jit_compile=false", "train.total_steps=120000"]
-    config = load_run_config("cartpole_es", [*overrides, "train.eval_every=120000"])
-    result = train(config, tmp_path, progress=quiet)
-    assert 120000 <= result["step"] < 120000 + 64 * 500  # At most one generation more.
-    assert result["eval_return"] >= 475, result
+    returns = {}
+    for seed in (0, 1, 2):
+        overrides = ["train.jit_compile=false", "train.total_steps=120000", f"train.seed={seed}"]
+        config = load_run_config("cartpole_es", [*overrides, "train.eval_every=120000"])
+        result = train(config, tmp_path / str(seed), progress=quiet)
+        assert 120000 <= result["step"] < 120000 + 64 * 500  # At most one generation more.
+        returns[seed] = result["eval_return"]
+    assert_k_of_n(returns, 475, k=2)
 
 
 def test_resume_continues_generations_exactly(tmp_path):
