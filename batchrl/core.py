@@ -151,6 +151,12 @@ class Policy(abc.ABC):
         """Actions [N, ...] and new states [N, S] for raw observations and states."""
         raise NotImplementedError(f"{type(self).__name__} is not recurrent.")
 
+    def observe_reward(self, state, reward) -> tf.Tensor:
+        """A recurrent policy's states [N, S] after the environments' step that followed
+        `act_recurrent` gave `reward` [N]: a policy that reads the last reward keeps it
+        in its state. The default: the states unchanged."""
+        return state
+
 
 class BehaviourPolicy(abc.ABC):
     """A learner's acting part, copied to actors that collect unrolls elsewhere.
@@ -167,7 +173,8 @@ class BehaviourPolicy(abc.ABC):
 
     A recurrent policy's `initial_state(B)` is not None; the actor then carries the
     states: `action, sample, output, state = policy(observ, first, state)`, with `first`
-    [B] true where the step begins an episode (see `batchrl.runners.unrolls`).
+    [B] true where the step begins an episode, and after the step
+    `state = policy.carry_reward(state, reward)` (see `batchrl.runners.unrolls`).
     """
 
     @abc.abstractmethod
@@ -185,6 +192,11 @@ class BehaviourPolicy(abc.ABC):
     def initial_state(self, batch_size: int):
         """A recurrent policy's states [B, S] at episode starts; None (the default): none."""
         return None
+
+    def carry_reward(self, state, reward):
+        """A recurrent policy's NumPy states [B, S] after a step that gave `reward` [B]: a
+        policy that reads the last reward keeps it in its state. The default: unchanged."""
+        return state
 
 
 class Learner(abc.ABC):

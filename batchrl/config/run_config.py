@@ -447,13 +447,6 @@ def _check_core_inputs(network: Config) -> None:
 
     inputs = list(network.core_inputs)
     for name in inputs:
-        if name == "last_reward":
-            raise ConfigError(
-                f"network.core_inputs={inputs}: 'last_reward' is not supported yet: the "
-                "actors' policies never see rewards (UnrollCollector passes observations, "
-                "episode starts and states), nor do evaluation and exported policies. "
-                f"Valid choices are {list(CORE_INPUTS)}."
-            )
         check_choice("network.core_inputs", name, CORE_INPUTS)
     if len(set(inputs)) < len(inputs):
         raise ConfigError(f"network.core_inputs={inputs} names an input twice.")

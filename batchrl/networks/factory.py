@@ -14,7 +14,7 @@ from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
 
 CORES = ("none", *sorted(CELLS))
-CORE_INPUTS = ("last_action",)  # What `network.core_inputs` may list.
+CORE_INPUTS = ("last_action", "last_reward")  # What `network.core_inputs` may list.
 
 
 def make_torso(network) -> tf.Module | None:
@@ -39,7 +39,8 @@ def make_core_network(
     as a body shared by the policy and the baseline, a core of `network.core_size` units,
     then a linear policy output of size `output` and a linear baseline. With
     `network.core_inputs: [last_action]` the core also reads the one-hot last action of
-    `num_actions` (the number of discrete actions; None for continuous ones).
+    `num_actions` (the number of discrete actions; None for continuous ones), and with
+    `last_reward` the last reward.
 
     Raises:
       ConfigError: an unknown core, or last-action inputs without discrete actions.
@@ -64,7 +65,8 @@ def make_core_network(
         torso=make_torso(network),
     )
     last_actions = num_actions if "last_action" in inputs else 0
-    return CoreNetwork(body, core, network.core_size, output, last_actions, name)
+    last_reward = "last_reward" in inputs
+    return CoreNetwork(body, core, network.core_size, output, last_actions, name, last_reward)
 
 
 def make_shared_body_network(network, output: int, name: str = "agent") -> SharedBodyNetwork | None:

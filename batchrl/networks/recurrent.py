@@ -118,16 +118,24 @@ class CoreNetwork(tf.Module):
         output_t = h_t W_pi + b_pi,  V(x_t) = h_t w_v + b_v
 
     The policy and the baseline share the body and the core. With `num_actions` A > 0 the
-    core also reads the one-hot last action a_{t-1} [K, A], as TorchBeast's `AtariNet`
-    does; it is kept in the state's last A columns (`cell_state_size` columns of the cell,
-    then A), so whoever carries the state carries it, and it resets to zeros with the
-    state where an episode starts. The caller writes the sampled action into the state
-    (`with_last_action`); `unroll` takes the actions of the unroll instead. TorchBeast also
-    feeds the last reward; this network does not (the actors' policies never see rewards).
+    core also reads the one-hot last action a_{t-1} [K, A], and with `last_reward` the
+    last (clipped) reward r_{t-1} [K, 1], as TorchBeast's `AtariNet` does. Both are kept
+    in the state's last columns (`cell_state_size` columns of the cell, then A, then 1),
+    so whoever carries the state carries them, and they reset to zeros with the state
+    where an episode starts. The caller writes the sampled action into the state
+    (`with_last_action`) and, after the environment's step, the reward
+    (`with_last_reward`); `unroll` takes the actions and rewards of the unroll instead.
     """
 
     def __init__(
-        self, body: tf.Module, cell: str, units: int, output: int, num_actions: int = 0, name=None
+        self,
+        body: tf.Module,
+        cell: str,
+        units: int,
+        output: int,
+        num_actions: int = 0,
+        name=None,
+        last_reward: bool = False,
     ):
         super().__init__(name=name)
         if cell not in CELLS:
@@ -137,8 +145,10 @@ class CoreNetwork(tf.Module):
         self.policy = Linear(output, gain=0.01, name="policy")
         self.baseline = Linear(1, gain=1.0, name="baseline")
         self.num_actions = num_actions
+        self.last_reward = last_reward
         self.cell_state_size = self.core.state_size
-        self.state_size = self.core.state_size + num_actions
+        self._extra = num_actions + int(last_reward)  # Columns after the cell's.
+        self.state_size = self.core.state_size + self._extra
 
     def initial_state(self, batch_size) -> tf.Tensor:
         """Zeros [batch_size, state_size], the state at the start of an episode."""
@@ -150,41 +160,56 @@ class CoreNetwork(tf.Module):
         if not self.num_actions:
             return state
         one_hot = tf.one_hot(tf.cast(action, tf.int32), self.num_actions, dtype=state.dtype)
-        return tf.concat([state[:, : self.cell_state_size], one_hot], -1)
+        after = self.cell_state_size + self.num_actions  # The last reward's column, if any.
+        return tf.concat([state[:, : self.cell_state_size], one_hot, state[:, after:]], -1)
+
+    def with_last_reward(self, state, reward):
+        """The states [K, S] with the last-reward column set to `reward` [K] (clipped by
+        the caller); the states unchanged without a last-reward input."""
+        if not self.last_reward:
+            return state
+        return tf.concat([state[:, :-1], tf.cast(reward, state.dtype)[:, None]], -1)
 
     def __call__(self, observ, state, first=None):
         """One step: observations [K, ...], states [K, S] and, if given, episode starts
         `first` [K] to policy outputs [K, D], values [K] and the new states [K, S] (their
-        last-action columns still those of `state`: see `with_last_action`)."""
+        last-action and last-reward columns still those of `state`: see `with_last_action`
+        and `with_last_reward`)."""
         if first is not None:
             state = reset_state(state, first)
-        cell_state, last = tf.split(state, [self.cell_state_size, self.num_actions], -1)
-        inputs = tf.concat([self.body(observ), last], -1)  # [K, F + A]
-        hidden, cell_state = self.core(inputs, cell_state)  # [K, U], [K, S - A]
+        cell_state, last = tf.split(state, [self.cell_state_size, self._extra], -1)
+        inputs = tf.concat([self.body(observ), last], -1)  # [K, F + A + R]
+        hidden, cell_state = self.core(inputs, cell_state)  # [K, U], [K, S - A - R]
         state = tf.concat([cell_state, last], -1)
         return self.policy(hidden), self.baseline(hidden)[:, 0], state
 
-    def unroll(self, observ, first, state, action=None):
+    def unroll(self, observ, first, state, action=None, reward=None):
         """The core over time-major observations [T, N, ...] from states [N, S].
 
         The body runs on all T x N observations at once, the core step by step, reset
         where `first` [T, N] is true. With last-action inputs, step t reads the one-hot of
-        `action` [T, N] at t - 1, step 0 the last action in `state`, zeros where `first`.
+        `action` [T, N] at t - 1, step 0 the last action in `state`, zeros where `first`;
+        with a last-reward input, likewise `reward` [T, N] (clipped by the caller).
 
         Returns:
           Policy outputs [T, N, D], values [T, N] and the states after each step [T, N, S]
-          (with the one-hot of each step's own action).
+          (with the one-hot of each step's own action and its own reward).
         """
         inner = observ.shape.rank - 2
         features = batch_apply(self.body, observ, inner)  # [T, N, F]
-        cell_state = state[:, : self.cell_state_size]  # [N, S - A]
+        cell_state = state[:, : self.cell_state_size]  # [N, S - A - R]
+        taken = []  # What each step leaves in the state's last columns: [T, N, A + R].
         if self.num_actions:
-            taken = tf.one_hot(tf.cast(action, tf.int32), self.num_actions)  # [T, N, A]
+            taken.append(tf.one_hot(tf.cast(action, tf.int32), self.num_actions))
+        if self.last_reward:
+            taken.append(tf.cast(reward, tf.float32)[..., None])
+        if taken:
+            taken = tf.concat(taken, -1)  # [T, N, A + R]
             last = tf.concat([state[None, :, self.cell_state_size :], taken[:-1]], 0)
-            last *= 1.0 - tf.cast(first, last.dtype)[..., None]  # [T, N, A]
-            features = tf.concat([features, last], -1)  # [T, N, F + A]
+            last *= 1.0 - tf.cast(first, last.dtype)[..., None]  # [T, N, A + R]
+            features = tf.concat([features, last], -1)  # [T, N, F + A + R]
         hidden, states = unroll_cell(self.core, features, first, cell_state)  # [T, N, U]
-        if self.num_actions:
+        if self._extra:
             states = tf.concat([states, taken], -1)  # [T, N, S]
         return batch_apply(self.policy, hidden), batch_apply(self.baseline, hidden)[..., 0], states
 
@@ -196,7 +221,7 @@ class CoreNetwork(tf.Module):
         features = batch_apply(self.body, next_observ, inner)  # [T, N, F]
         flat_features = tf.reshape(features, [-1, features.shape[-1]])  # [T * N, F]
         flat_states = tf.reshape(states, [-1, self.state_size])  # [T * N, S]
-        cell_state, last = tf.split(flat_states, [self.cell_state_size, self.num_actions], -1)
+        cell_state, last = tf.split(flat_states, [self.cell_state_size, self._extra], -1)
         hidden, _ = self.core(tf.concat([flat_features, last], -1), cell_state)
         return tf.reshape(self.baseline(hidden), tf.shape(states)[:2])  # [T, N]
 

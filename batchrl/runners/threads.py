@@ -132,6 +132,9 @@ class _BatchedPolicy:
     def finish_unroll(self, arrays: dict) -> dict:
         return self._own.finish_unroll(arrays)
 
+    def carry_reward(self, state, reward):
+        return self._own.carry_reward(state, reward)
+
 
 class ActorLearner:
     """TorchBeast's actor-learner loop on one machine: actor threads, a queue, a learner.

@@ -114,7 +114,7 @@ class UnrollCollector:
                 continue
             action, sample, output, self.state = policy(self.observ, self.first, self.state)
             step = dict(self.step(action), sample=sample, output=output, first=self.first)
-            self.first, self.state = carry_state(step, self.state)
+            self.first, self.state = carry_state(step, self.state, policy)
             steps.append(step)
         arrays = policy.finish_unroll(stack(steps))
         if start is not None:
@@ -125,9 +125,13 @@ class UnrollCollector:
         self.batch_env.close()
 
 
-def carry_state(transition: dict, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def carry_state(
+    transition: dict, state: np.ndarray, policy: BehaviourPolicy
+) -> tuple[np.ndarray, np.ndarray]:
     """After a step, whether the next one begins an episode [B], and the core states [B, S]
-    to act from: `state`, zeros where the step's episode ended (terminated or truncated)."""
+    to act from: `state` with the step's reward (`policy.carry_reward`), zeros where the
+    step's episode ended (terminated or truncated)."""
+    state = policy.carry_reward(state, transition["reward"])
     first = transition["terminated"] | transition["truncated"]
     return first, np.where(first[:, None], 0.0, state).astype(np.float32)
 

@@ -131,13 +131,17 @@ def load_policy(
 
 
 class _RecurrentPolicy:
-    """One observation at a time with a recurrent policy's state; `reset` starts an episode."""
+    """One observation at a time with a recurrent policy's state; `reset` starts an episode,
+    `observe_reward` gives the state each step's reward."""
 
     def __init__(self, algo, observ_spec, convert):
         state_spec = tf.TensorSpec([1, algo.initial_state(1).shape[-1]], tf.float32)
         self._act = tf.function(
             lambda observ, state: algo.act_recurrent(observ[None], state, deterministic=True),
             input_signature=[observ_spec, state_spec],
+        )
+        self._observe = tf.function(
+            algo.observe_reward, input_signature=[state_spec, tf.TensorSpec([1], tf.float32)]
         )
         self._initial = algo.initial_state(1)
         self._convert = convert
@@ -149,6 +153,9 @@ class _RecurrentPolicy:
     def __call__(self, observ):
         action, self._state = self._act(np.asarray(observ, np.float32), self._state)
         return self._convert(action[0].numpy())
+
+    def observe_reward(self, reward: float) -> None:
+        self._state = self._observe(self._state, np.array([reward], np.float32))
 
 
 def visualize(

@@ -43,6 +43,10 @@ class _RecurrentPolicy(tf.Module):
         self.initial_state = tf.function(
             algo.initial_state, input_signature=[size], autograph=autograph
         )
+        reward = tf.TensorSpec((None,), tf.float32, "reward")
+        self.observe_reward = tf.function(
+            algo.observe_reward, input_signature=[state, reward], autograph=autograph
+        )
 
     def _act(self, observ, state):
         action, state = self._algo.act_recurrent(observ, state, deterministic=True)
@@ -56,8 +60,10 @@ def export_policy(
 
     The model maps float32 observations [N, ...] (uint8 for frames) to environment
     actions [N, ...], with observation normalization included. For a recurrent policy
-    (`algo.recurrent`) it maps observations and states [N, S] to a dict of `action` and `state`, and
-    `initial_state(N)` gives the states at the start of episodes. Load it with
+    (`algo.recurrent`) it maps observations and states [N, S] to a dict of `action` and `state`,
+    `initial_state(N)` gives the states at the start of episodes, and
+    `observe_reward(state, reward)` the states after a step that gave `reward` [N] (the
+    same states unless the policy reads the last reward). Load it with
     `tf.saved_model.load(path)` and call it on a batch of observations. The folder is
     replaced atomically: if writing the new policy fails, the old one stays at `path`.
 

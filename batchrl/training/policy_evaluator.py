@@ -11,7 +11,8 @@ class PolicyEvaluator(Algorithm):
     """Acts with `policy.act(observ, deterministic=True)` in `simulate`; ignores experience.
 
     A recurrent policy (`policy.recurrent`) keeps one state per agent [B, S], restarted
-    with `policy.initial_state` when an agent's episode begins. The train loop evaluates
+    with `policy.initial_state` when an agent's episode begins and given each step's
+    rewards (`policy.observe_reward`). The train loop evaluates
     every algorithm through one of these (`batchrl.training.evaluation.Evaluation`).
     """
 
@@ -42,7 +43,10 @@ class PolicyEvaluator(Algorithm):
         return action
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        pass
+        if self._recurrent:  # A policy that reads the last reward keeps it in its state.
+            state = tf.gather(self._state, agent_indices)  # [K, S]
+            state = self._policy.observe_reward(state, reward)
+            self._state.scatter_nd_update(agent_indices[:, None], state)
 
     def end_episodes(self, agent_indices):
         pass

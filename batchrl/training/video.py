@@ -159,7 +159,8 @@ def record_episode(
     Args:
       env: a Gymnasium environment made with render_mode='rgb_array'.
       policy: maps one observation to one action; its `reset()`, if it has one, is
-        called first (a recurrent policy clears its state there).
+        called first (a recurrent policy clears its state there), and its
+        `observe_reward(reward)`, if it has one, after each step.
       writer: receives the frames.
       max_steps: ends the episode after this many steps; 0 waits for termination or the
         environment's time limit.
@@ -175,6 +176,8 @@ def record_episode(
     total, length, done = 0.0, 0, False
     while not done and not (max_steps and length >= max_steps):
         observ, reward, terminated, truncated, _ = env.step(policy(observ))
+        if hasattr(policy, "observe_reward"):  # A recurrent policy that reads rewards.
+            policy.observe_reward(float(reward))
         total += float(reward)
         length += 1
         done = terminated or truncated

@@ -46,7 +46,7 @@ from batchrl.scripts import train as train_script
         (
             ["--config=debug_impala", "--set", "network.core=lstm"]
             + ["--set", "network.core_inputs=[last_reward]"],
-            "'last_reward' is not supported yet",
+            "with impala.normalize_reward=true: the core reads the clipped reward",
         ),
         (
             ["--config=debug_impala", "--set", "network.core_inputs=[last_action]"],

@@ -29,7 +29,8 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
     With `network.core` it is recurrent: `initial_state(B)` gives zero states [B, S] and
     `policy(observ, first, state)` returns the new states too; whoever drives it (the
     `UnrollCollector`) carries them. With `network.core_inputs: [last_action]` the states
-    end in the one-hot of the action just sampled, which the next step's core reads.
+    end in the one-hot of the action just sampled, which the next step's core reads; with
+    `last_reward`, the carrier writes each step's reward in with `carry_reward`.
     """
 
     def __init__(
@@ -130,6 +131,16 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         first = tf.convert_to_tensor(np.asarray(first, bool))
         state = tf.convert_to_tensor(np.asarray(state, np.float32))
         return tuple(t.numpy() for t in self._sample_numpy(observ, first, state))
+
+    def carry_reward(self, state: np.ndarray, reward: np.ndarray) -> np.ndarray:
+        """The states [B, S] with the step's rewards [B], clipped as the learner clips
+        them (`reward_clipping`), in their last-reward column; unchanged without one."""
+        if not (self.recurrent and self.policy.last_reward):
+            return state
+        state = np.array(state, np.float32)
+        clipped = utility.clip_rewards(tf.constant(reward, tf.float32), self._cfg.reward_clipping)
+        state[:, -1] = clipped.numpy()
+        return state
 
     def finish_unroll(self, arrays: dict) -> dict:
         """Adds what `IMPALA.learn` needs to an actor's unroll of NumPy arrays [T, B, ...].

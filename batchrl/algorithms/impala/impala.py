@@ -70,10 +70,11 @@ class IMPALA(Algorithm, Learner, Policy):
     (`core_state` [B, S]) and where episodes began (`first` [T, B]); the learner unrolls
     the core over the T steps from that state with the same resets, and bootstraps from
     the value of each next observation with the core's state after the step. With
-    `network.core_inputs: [last_action]` the core also reads the one-hot previous action
-    (TorchBeast's `AtariNet`): the actor keeps it in the state's last columns, and the
-    learner takes it from the unroll's samples shifted by one step, step 0's from the
-    stored start state, zeros where an episode begins.
+    `network.core_inputs: [last_action, last_reward]` the core also reads the one-hot
+    previous action and the previous clipped reward (TorchBeast's `AtariNet`): the actor
+    keeps them in the state's last columns (`experience` writes the reward here), and the
+    learner takes them from the unroll's samples and rewards shifted by one step, step
+    0's from the stored start state, zeros where an episode begins.
 
     `perform` and `experience` expect every agent in every call, as `simulate` does.
     With runner `threads`, actors act with copies of `ImpalaBehaviourPolicy` and `learn`
@@ -108,6 +109,13 @@ class IMPALA(Algorithm, Learner, Policy):
                 "reward_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
             },
         )
+        if "last_reward" in config.network.core_inputs and cfg.normalize_reward:
+            raise ConfigError(
+                f"network.core_inputs={list(config.network.core_inputs)} with "
+                "impala.normalize_reward=true: the core reads the clipped reward the actors "
+                "saw, and the learner's unrolls would hold scaled ones; set "
+                "impala.normalize_reward=false."
+            )
         if config.network.name != "feedforward":
             raise ConfigError(
                 f"network.name={config.network.name!r}: IMPALA's networks are feed-forward "
@@ -234,6 +242,9 @@ class IMPALA(Algorithm, Learner, Policy):
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
         reward = utility.clip_rewards(reward, self._cfg.reward_clipping)  # [K]
+        if self.recurrent and self.policy.last_reward:  # The next step's core reads it.
+            state = self.policy.with_last_reward(tf.gather(self._state, agent_indices), reward)
+            self._state.scatter_nd_update(agent_indices[:, None], state)
         if self._cfg.normalize_reward:
             done = tf.logical_or(terminated, truncated)  # [K]
             reward = self.reward_scaler.scale(agent_indices, reward, done)
@@ -355,7 +366,11 @@ class IMPALA(Algorithm, Learner, Policy):
             behaviour_log_std = tf.stop_gradient(log_std)
         if self.recurrent:
             output, value, states = self.policy.unroll(
-                unroll["observ"], unroll["first"], unroll["core_state"], unroll["sample"]
+                unroll["observ"],
+                unroll["first"],
+                unroll["core_state"],
+                unroll["sample"],
+                unroll["reward"],  # Clipped, and not normalized (refused at config load).
             )  # [T, B, size], [T, B], [T, B, S]
             next_value = self.policy.bootstrap_values(unroll["next_observ"], states)  # [T, B]
         else:
@@ -449,6 +464,14 @@ class IMPALA(Algorithm, Learner, Policy):
         output, _, state = self.policy(self.actor.normalize(observ), state)
         mode = tf.cast(self.head(output).mode(), self._sample_dtype)
         return self.head.to_env_action(mode), self.policy.with_last_action(state, mode)
+
+    def observe_reward(self, state, reward):
+        """The core states [N, S] with the step's rewards [N], clipped as the learner clips
+        them, in their last-reward column (`network.core_inputs: [last_reward]`)."""
+        if not (self.recurrent and self.policy.last_reward):
+            return state
+        reward = utility.clip_rewards(tf.cast(reward, tf.float32), self._cfg.reward_clipping)
+        return self.policy.with_last_reward(state, reward)
 
 
 def _make_optimizer(cfg):

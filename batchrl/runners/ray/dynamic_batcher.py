@@ -261,7 +261,7 @@ class RayDynamicBatcher:
                 if not slot.steps:
                     slot.start_state = acted["state"]
                 step["first"] = slot.first
-                slot.first, slot.state = carry_state(transition, acted["new_state"])
+                slot.first, slot.state = carry_state(transition, acted["new_state"], self.policy)
             slot.steps.append(step)
             if slot.version is None:  # Versions only grow: the first is the oldest.
                 slot.version = acted["version"]

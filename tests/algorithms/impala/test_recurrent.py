@@ -85,32 +85,42 @@ def test_core_states_survive_a_checkpoint(tmp_path):
 def reference_outputs(algo, unroll):
     """Logits and values of the policy network, one step at a time with TorchBeast's
     reset s * (1 - first) before each step, and the state after the last step. With
-    last-action inputs each step writes its sampled action into the state."""
+    last-action and last-reward inputs each step writes its sampled action and its
+    (clipped) reward into the state."""
     state = unroll["core_state"]
     logits, values = [], []
     for t in range(unroll["observ"].shape[0]):
         state = state * (1 - unroll["first"][t][:, None]).astype(np.float32)
         output, value, state = algo.policy(tf.constant(unroll["observ"][t]), tf.constant(state))
-        state = algo.policy.with_last_action(state, tf.constant(unroll["sample"][t])).numpy()
+        state = algo.policy.with_last_action(state, tf.constant(unroll["sample"][t]))
+        state = algo.policy.with_last_reward(state, tf.constant(unroll["reward"][t])).numpy()
         logits.append(output.numpy())
         values.append(value.numpy())
     return np.stack(logits), np.stack(values), state
 
 
-@pytest.mark.parametrize("inputs", ["[]", "[last_action]"])
+# Rewards unclipped and unnormalized: the mock environments' rewards 1, 2, 3 stay apart.
+REWARDS = ["impala.reward_clipping=none", "impala.normalize_reward=false"]
+
+
+@pytest.mark.parametrize(
+    "inputs", ["[]", "[last_action]", "[last_reward]", "[last_action, last_reward]"]
+)
 def test_actor_unrolls_carry_the_state_and_the_learner_replays_them_step_by_step(inputs):
     """An actor's `UnrollCollector` with the recurrent behaviour policy, T=5: unroll k+1
     starts from the state unroll k ended in (stepped here one step at a time from unroll
     k's stored start), zeros where an episode starts; the learner's logits and values
-    over the unroll equal the step-by-step reference. With the last action as an input,
-    the learner takes it from the unroll's samples shifted by one step (step 0's from the
-    start state, zeros at episode starts, which fall mid-unroll here)."""
+    over the unroll equal the step-by-step reference. With the last action (or reward)
+    as an input, the learner takes it from the unroll's samples (rewards) shifted by one
+    step (step 0's from the start state, zeros at episode starts, which fall mid-unroll
+    here)."""
     cfg = config(
         [
             "runner.name=threads",
             "impala.unroll_length=5",
             "impala.normalize_observ=false",
             f"network.core_inputs={inputs}",
+            *REWARDS,
         ]
     )
     batch_env = BatchEnv(mock_envs(), blocking=True)
@@ -138,11 +148,16 @@ def test_actor_unrolls_carry_the_state_and_the_learner_replays_them_step_by_step
     np.testing.assert_array_equal(unrolls[0]["core_state"], 0.0)  # The first episodes.
     np.testing.assert_array_equal(unrolls[2]["core_state"][1], 0.0)  # Starts at step 10.
     assert np.abs(unrolls[1]["core_state"][0]).sum() > 0  # Mid-episode at step 5.
-    if inputs == "[last_action]":  # The state ends in the one-hot of step 4's action.
-        assert policy.policy.state_size == 16 + 2
+    carried = unrolls[1]["core_state"][0]  # Env 0 after step 4, mid-episode.
+    actions = 2 if "last_action" in inputs else 0
+    rewards = 1 if "last_reward" in inputs else 0
+    assert policy.policy.state_size == 16 + actions + rewards
+    if actions:  # The state holds the one-hot of step 4's action.
         np.testing.assert_array_equal(
-            unrolls[1]["core_state"][0, 16:], np.eye(2)[unrolls[0]["sample"][-1, 0]]
+            carried[16 : 16 + actions], np.eye(2)[unrolls[0]["sample"][-1, 0]]
         )
+    if rewards:  # And ends in step 4's reward (2: the second step of its episode).
+        assert carried[-1] == unrolls[0]["reward"][-1, 0] == 2.0
 
 
 def test_concatenated_unrolls_join_their_states_along_the_batch():
@@ -165,7 +180,10 @@ def test_concatenated_unrolls_join_their_states_along_the_batch():
         (["network.core=transformer"], r"network.core.*'none', 'gru', 'lstm'"),
         (["algorithm.name=ppo"], r"network.core='lstm' is built by IMPALA only"),
         (["network.core_inputs=[last_actions]"], r"network.core_inputs='last_actions'"),
-        (["network.core_inputs=[last_reward]"], r"'last_reward' is not supported yet"),
+        (
+            ["network.core_inputs=[last_reward]"],
+            r"core_inputs=\['last_reward'\] with impala.normalize_reward=true",
+        ),
         (["network.core_inputs=[last_action, last_action]"], r"names an input twice"),
         (
             ["network.core=none", "network.core_inputs=[last_action]"],
@@ -184,16 +202,18 @@ def test_last_action_inputs_need_discrete_actions():
         IMPALA(BatchEnv(envs, blocking=True), config(["network.core_inputs=[last_action]"]))
 
 
-def test_synchronous_learner_replays_the_last_actions_it_acted_with():
+@pytest.mark.parametrize("inputs", ["[last_action]", "[last_action, last_reward]"])
+def test_synchronous_learner_replays_the_last_actions_it_acted_with(inputs):
     """The in-graph path (`perform`, `experience`, `update`), T=4 with episodes ending
     mid-unroll: the learner's logits over each unroll equal those that acted (the
     learning rate is 0, so the weights stay those that acted), and each agent's state
-    ends in the one-hot of its latest sample."""
+    holds the one-hot of its latest sample (and ends in its latest reward)."""
     overrides = [
         "impala.unroll_length=4",
         "impala.learning_rate=0",
         "impala.normalize_observ=false",
-        "network.core_inputs=[last_action]",
+        f"network.core_inputs={inputs}",
+        *REWARDS,
     ]
     env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
     algo = IMPALA(env, config(overrides))
@@ -205,7 +225,9 @@ def test_synchronous_learner_replays_the_last_actions_it_acted_with():
         close(
             reference_outputs(algo, {k: v.numpy() for k, v in unroll.items()})[0], unroll["output"]
         )
-        np.testing.assert_array_equal(algo._state[:, 16:], np.eye(2)[unroll["sample"][-1]])
+        np.testing.assert_array_equal(algo._state[:, 16:18], np.eye(2)[unroll["sample"][-1]])
+        if "last_reward" in inputs:
+            np.testing.assert_array_equal(algo._state[:, -1], unroll["reward"][-1])
 
 
 def test_a_checkpoint_and_config_made_without_core_inputs_restore(tmp_path):
@@ -236,19 +258,41 @@ def quiet(*_, **__):
     pass
 
 
-def test_cartpole_trains_end_to_end_and_exports_a_recurrent_policy(tmp_path):
+@pytest.mark.parametrize("inputs", ["[]", "[last_reward]"])
+def test_cartpole_trains_end_to_end_and_exports_a_recurrent_policy(tmp_path, inputs):
     """The debug preset on CartPole-v1 with an LSTM core for 448 steps: it trains,
     checkpoints, evaluates with the state carried per environment, and exports a policy
-    of (observ, state)."""
-    cfg = config(["env.id=CartPole-v1", "train.total_steps=448"])
+    of (observ, state) whose `observe_reward` writes a step's rewards into the states
+    when the core reads the last reward (clipped to [-1, 1], `abs_one`)."""
+    overrides = ["env.id=CartPole-v1", "train.total_steps=448", f"network.core_inputs={inputs}"]
+    cfg = config([*overrides, "impala.normalize_reward=false", "impala.reward_clipping=abs_one"])
     result = train(cfg, tmp_path, progress=quiet)
     assert result["step"] == 448
     assert np.isfinite(result["eval_return"])
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     state = policy.initial_state(3)
-    assert state.shape == (3, 16)  # [h, c] of 8 units each.
+    size = 16 + (inputs == "[last_reward]")  # [h, c] of 8 units each, and the reward.
+    assert state.shape == (3, size)
     out = policy(np.zeros((3, 4), np.float32), state)
-    assert out["state"].shape == (3, 16) and out["action"].shape == (3,)
+    assert out["state"].shape == (3, size) and out["action"].shape == (3,)
+    observed = policy.observe_reward(out["state"], np.array([0.5, 3.0, -2.0], np.float32))
+    if inputs == "[last_reward]":
+        np.testing.assert_array_equal(observed[:, -1], [0.5, 1.0, -1.0])
+        np.testing.assert_array_equal(observed[:, :-1], out["state"][:, :-1])
+    else:
+        np.testing.assert_array_equal(observed, out["state"])
+
+
+def test_evaluation_carries_the_last_reward_in_the_state():
+    """`PolicyEvaluator` with a core that reads the last reward: after each step each
+    agent's state ends in the reward the step gave (the mock environments' 1, 2, 3)."""
+    cfg = config(["network.core_inputs=[last_reward]", *REWARDS])
+    env = InGraphBatchEnv(BatchEnv(mock_envs(), blocking=True), seed=0)
+    evaluator = PolicyEvaluator(IMPALA(env, cfg), 2)
+    simulate(env, evaluator, steps=1)
+    np.testing.assert_array_equal(evaluator._state[:, -1], [1.0, 1.0])
+    simulate(env, evaluator, steps=1)
+    np.testing.assert_array_equal(evaluator._state[:, -1], [2.0, 2.0])
 
 
 @pytest.mark.slow  # About 5 s.
