@@ -389,14 +389,23 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
 
 @pytest.mark.slow  # One more actor to start: 10 to 20 s.
 @pytest.mark.parametrize(
-    "inference, inputs", [("actor", ""), ("dynamic", ""), ("dynamic", "last_action")]
+    "inference, inputs",
+    [
+        ("actor", ""),
+        ("dynamic", ""),
+        ("dynamic", "last_action"),
+        ("dynamic", "last_action, last_reward"),
+    ],
 )
 def test_impala_with_an_lstm_core_carries_its_state_on_ray(ray_cluster, inference, inputs):
     """network.core=lstm on Ray actors: the actors' `UnrollCollector` (actor inference) or
     the learner's batcher (dynamic) carries the core state, unrolls bring the state they
     started from, the learner learns from them. With `network.core_inputs:
-    [last_action]` the state ends in the one-hot of the last action (CartPole: 2)."""
+    [last_action]` the state holds the one-hot of the last action (CartPole: 2), and
+    with `last_reward` it ends in the last reward (CartPole's 1)."""
     overrides = ["ray.num_actors=1", "network.core=lstm", "network.core_size=8"]
+    if "last_reward" in inputs:
+        overrides.append("impala.normalize_reward=false")
     algo, runner = impala_runner(
         [*overrides, f"ray.inference={inference}", f"network.core_inputs=[{inputs}]"],
         num_actors=1,
@@ -411,13 +420,16 @@ def test_impala_with_an_lstm_core_carries_its_state_on_ray(ray_cluster, inferenc
     assert int(algo.optimizer.iterations) == 2
     np.testing.assert_array_equal(first.arrays["core_state"], 0.0)  # Episodes begin.
     actions = 2 if inputs else 0
+    rewards = int("last_reward" in inputs)
     assert first.arrays["first"][0].all()
-    assert second.arrays["core_state"].shape == (2, 16 + actions)
+    assert second.arrays["core_state"].shape == (2, 16 + actions + rewards)
     # The second unroll's start states are zeros exactly where an episode begins.
     carried = np.abs(second.arrays["core_state"]).sum(-1) > 0  # [B]
     np.testing.assert_array_equal(carried, ~second.arrays["first"][0])
+    if rewards:  # CartPole's reward of the step before the unroll, where carried.
+        np.testing.assert_array_equal(second.arrays["core_state"][:, -1], carried)
     if inputs:  # The last action acted on before the unroll, one-hot, where carried.
-        last = second.arrays["core_state"][:, 16:]
+        last = second.arrays["core_state"][:, 16:18]
         np.testing.assert_array_equal(last.sum(-1), carried.astype(np.float32))
         np.testing.assert_array_equal(last[carried].argmax(-1), first.arrays["sample"][-1][carried])
 
