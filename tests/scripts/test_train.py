@@ -22,9 +22,9 @@ from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
-from batchrl.training import PolicyEvaluator, train_loop
+from batchrl.training import train_loop
 from batchrl.training.evaluation import Evaluation
-from tests.learning import assert_k_of_n
+from tests.learning import assert_k_of_n, final_evaluations
 
 PPO_TAGS = {
     "ppo/policy_loss",
@@ -328,15 +328,5 @@ def test_cartpole_learns(tmp_path):
     """The cartpole preset reaches a mean evaluation return of 400 on CartPole-v1 (16
     episodes) within 61,440 steps, in 2 of 3 seeds. Measured (2026-11-26, 7ef7ca1): seeds
     0 to 4 all scored 500.0."""
-    returns = {}
-    for seed in (0, 1, 2):
-        overrides = ["train.total_steps=61440", "train.eval_every=0", f"train.seed={seed}"]
-        config = load_run_config("cartpole", overrides)
-        result = train(config, tmp_path / str(seed), progress=quiet)
-        assert result["step"] == 61440
-        returns[seed] = Evaluation(
-            InGraphBatchEnv(BatchEnv([make_env("CartPole-v1") for _ in range(8)], True), seed=1),
-            PolicyEvaluator(restored_state(tmp_path / str(seed), config)[1], 8),
-            episodes=16,
-        ).run()["mean_return"]
+    returns = final_evaluations("cartpole", 61440, (0, 1, 2), tmp_path, restored_state)
     assert_k_of_n(returns, 400, k=2)

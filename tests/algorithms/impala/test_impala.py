@@ -14,9 +14,7 @@ from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import make_env
 from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.tools.simulate import simulate
-from batchrl.training import PolicyEvaluator
-from batchrl.training.evaluation import Evaluation
-from tests.learning import assert_k_of_n
+from tests.learning import assert_k_of_n, final_evaluations
 
 IMPALA_TAGS = {
     "impala/policy_loss",
@@ -274,16 +272,5 @@ def test_cartpole_learns(tmp_path):
     """The cartpole_impala preset reaches a mean evaluation return of 300 (16 episodes)
     in 307,200 steps, in 2 of 3 seeds. Measured (2026-11-26, 7ef7ca1): seeds 0 to 4
     scored 500.0, 500.0, 500.0, 386.3 and 500.0."""
-    returns = {}
-    for seed in (0, 1, 2):
-        overrides = ["train.total_steps=307200", "train.eval_every=0", f"train.seed={seed}"]
-        config = impala_config("cartpole_impala", overrides)
-        result = train(config, tmp_path / str(seed), progress=quiet)
-        assert result["step"] == 307200
-        envs = [make_env("CartPole-v1") for _ in range(8)]
-        returns[seed] = Evaluation(
-            InGraphBatchEnv(BatchEnv(envs, blocking=True), seed=1),
-            PolicyEvaluator(restored_state(tmp_path / str(seed), config)[1], 8),
-            episodes=16,
-        ).run()["mean_return"]
+    returns = final_evaluations("cartpole_impala", 307200, (0, 1, 2), tmp_path, restored_state)
     assert_k_of_n(returns, 300, k=2)
