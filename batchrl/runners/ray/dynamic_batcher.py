@@ -16,6 +16,7 @@ from batchrl.core import BehaviourPolicy
 from batchrl.runners.ray.actors import Actors
 from batchrl.runners.unrolls import Unroll, carry_state, stack
 
+logger = logging.getLogger(__name__)
 # Seconds one `ray.wait` (or a wait on the queue of unrolls) blocks before the batcher
 # checks its deadlines and whether it is closing.
 _WAIT_INTERVAL = 1.0
@@ -135,8 +136,9 @@ class RayDynamicBatcher:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(_JOIN_TIMEOUT)
             if self._thread.is_alive():
-                logging.warning("The Ray dynamic batcher's thread did not stop within %ss.",
-                                _JOIN_TIMEOUT)  # fmt: skip
+                logger.warning(
+                    "The Ray dynamic batcher's thread did not stop in %ss.", _JOIN_TIMEOUT
+                )
 
     def next_unroll(self) -> Unroll:
         """The next finished unroll of any actor; acts and steps until there is one, or,
