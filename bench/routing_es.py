@@ -152,6 +152,23 @@ def add_arguments(parser: argparse.ArgumentParser, config: str, eval_every: int)
     parser.add_argument("overrides", nargs="*", help="config overrides key=value")
 
 
+def add_checkpoints_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--checkpoints",
+        default="",
+        help="folder for a checkpoint at every evaluation; a run that finds one there "
+        "continues from it (needs --out, the log it continues)",
+    )
+
+
+def parse_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The arguments, with --checkpoints refused without --out."""
+    args = parser.parse_args()
+    if args.checkpoints and not args.out:
+        parser.error("--checkpoints needs --out, the log a resumed run continues")
+    return args
+
+
 def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chunk: int):
     """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA).
 
@@ -202,16 +219,9 @@ def build_es(config_name: str, overrides: list[str], seed: int):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=10**6)
-    parser.add_argument(
-        "--checkpoints",
-        default="",
-        help="folder for a checkpoint at every evaluation; a run that finds one there "
-        "continues from it (with --out, the log it continues)",
-    )
     add_arguments(parser, "nsfnet_es", eval_every=5)
-    args = parser.parse_args()
-    if args.checkpoints and not args.out:
-        parser.error("--checkpoints needs --out, the log a resumed run continues")
+    add_checkpoints_argument(parser)
+    args = parse_arguments(parser)
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
     batch_env = ES.make_batch_env(config, args.seed)

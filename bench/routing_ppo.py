@@ -8,6 +8,11 @@ first episode of each of `--eval-episodes` networks of a `Routing` batch with se
 training calls only (rollouts and updates); evaluations are timed apart.
 
     python bench/routing_ppo.py --config nsfnet_ppo --seed 0 --minutes 20
+
+With `--checkpoints DIR` every evaluation saves the step, PPO (networks, Adam) and the
+environments in TensorFlow ops, and the same command with a larger `--minutes` continues
+the run from the last one, its log and training time included, as `routing_es.py` does.
+A run past a session's end is made of such pieces (experiment V-B runs PPO for hours).
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ import argparse
 import os
 
 import tensorflow as tf
-from routing_es import LevelLog, add_arguments, sap_returns
+from routing_es import (
+    LevelLog,
+    add_arguments,
+    add_checkpoints_argument,
+    parse_arguments,
+    sap_returns,
+    saved_states,
+)
 
 from batchrl.algorithms.ppo import PPO
 from batchrl.config.run_config import load_run_config
@@ -43,7 +55,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10**6, help="at most this many calls")
     add_arguments(parser, "nsfnet_ppo", eval_every=20)
-    args = parser.parse_args()
+    add_checkpoints_argument(parser)
+    args = parse_arguments(parser)
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
     batch_env = LocalTrainer.make_batch_env(config, args.seed)
@@ -66,7 +79,16 @@ def main():
         step.assign_add(count)  # For a learning-rate schedule, as the train loop counts.
         return count
 
-    log.run(evaluate, train, args.calls, args.eval_every, args.minutes, "call")
+    state = tf.train.Checkpoint(step=step, algo=algo, env=batch_env)
+    log.run(
+        evaluate,
+        train,
+        args.calls,
+        args.eval_every,
+        args.minutes,
+        "call",
+        *saved_states(state, args.checkpoints),
+    )
 
 
 if __name__ == "__main__":
