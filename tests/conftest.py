@@ -44,8 +44,14 @@ def pytest_runtest_setup(item):
         pytest.skip(message)
 
 
+@pytest.hookimpl(tryfirst=True)  # Before xdist's, which reads the groups.
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow run only with --slow (or when -m selects them)."""
+    """Tests marked slow run only with --slow (or when -m selects them). With pytest-xdist
+    (-n N), the tests on the session's Ray cluster (the `ray_cluster` fixture) all go to
+    one worker, which starts the cluster once."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray_cluster"))
     if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: python -m pytest --slow runs it, as .ci/run does")

@@ -268,6 +268,7 @@ def test_resume_continues_exactly(tmp_path):
     assert any(not np.array_equal(a, b) for a, b in zip(before, weights(algo), strict=True))
 
 
+@pytest.mark.slow  # 2 to 2.5 minutes on one core: .ci/run's second stage.
 def test_cartpole_learns(tmp_path):
     """The cartpole_impala preset reaches a mean evaluation return of 300 (16 episodes)
     in 307,200 steps, in 2 of 3 seeds. Measured (2026-11-26, 7ef7ca1): seeds 0 to 4
