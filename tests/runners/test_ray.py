@@ -177,7 +177,7 @@ def impala_runner(overrides, **kwargs):
         functools.partial(make_batch_env, config.env, config.env.num_envs),
         functools.partial(make_behaviour_policy, config),
         algo,
-        **{"num_actors": 2, "unroll_length": 16, "timeout": 180, **kwargs},
+        **{"num_actors": 2, "unroll_length": 16, "timeout": 600, **kwargs},
     )
     return algo, runner
 
