@@ -6,8 +6,8 @@ the last 50 evaluations. Then, we compare how long does it take for the ES to re
 performance in convergence." Here, for each topology and seed:
 
 - PPO's converged reward R is the mean of its run's last 50 fixed-set evaluations (a run
-  with fewer is refused); the mean of the 50 before them is printed beside it, so a run
-  still rising shows;
+  with fewer is refused); the means of their first 25 and last 25 are printed beside it,
+  so a run still rising shows;
 - PPO's time is the training time of its first evaluation at R or above; ES's time is the
   training time of the first evaluation of the ES run of the same seed at R or above (a run
   that never gets there is a failure, shown as k/n);
@@ -50,10 +50,9 @@ def first_time_at(evals: list, level: float) -> float | None:
 def compare(ppo: dict, es: dict | None) -> dict:
     """One seed's converged reward, PPO's and ES's times to it, and the speed-up."""
     evals = ppo["evals"]
-    if len(evals) < 2 * LAST:
+    if len(evals) < LAST:
         raise SystemExit(
-            f"{ppo['path']}: {len(evals)} evaluations; the converged reward needs "
-            f"{LAST} and the {LAST} before them to show the run no longer rises"
+            f"{ppo['path']}: {len(evals)} evaluations; the converged reward needs {LAST}"
         )
     means = np.array([row[3] for row in evals])
     level = float(means[-LAST:].mean())
@@ -61,7 +60,8 @@ def compare(ppo: dict, es: dict | None) -> dict:
         "seed": ppo["seed"],
         "ppo": ppo["config"],
         "converged": level,
-        "before": float(means[-2 * LAST : -LAST].mean()),
+        "halves": [float(means[-LAST : -LAST // 2].mean()), float(means[-LAST // 2 :].mean())],
+        "window": [evals[-LAST][2], evals[-1][2]],
         "ppo_train": evals[-1][2],
         "ppo_time": first_time_at(evals, level),
         "es": es and es["config"],
@@ -74,7 +74,7 @@ def compare(ppo: dict, es: dict | None) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| PPO, ES | seed | PPO trained | converged (last 50) | 50 before | PPO reached it "
+        "| PPO, ES | seed | PPO trained | converged (last 50) | their halves | PPO reached it "
         "| ES reached it | speed-up |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -88,7 +88,8 @@ def table(rows: list[dict]) -> str:
         speedup = f"{row['speedup']:.1f}x" if row["speedup"] else "-"
         lines.append(
             f"| {row['ppo']}, {row['es']} | {row['seed']} | {row['ppo_train']:,.0f} s "
-            f"| {row['converged']:.2f} | {row['before']:.2f} | {row['ppo_time']:,.0f} s "
+            f"| {row['converged']:.2f} ({row['window'][0]:,.0f} to {row['window'][1]:,.0f} s) "
+            f"| {row['halves'][0]:.2f}, {row['halves'][1]:.2f} | {row['ppo_time']:,.0f} s "
             f"| {es} | {speedup} |"
         )
     done = [row["speedup"] for row in rows if row["speedup"]]
