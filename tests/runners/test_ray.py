@@ -39,6 +39,12 @@ def quiet(*_, **__):
     pass
 
 
+# The bound on every wait for a Ray actor in these tests: a guard against hangs, generous
+# because under -n auto the tests beside share the cores (an XLA compile on a loaded core
+# has taken over 180 s).
+RAY_TIMEOUT = 600
+
+
 def wait_gone(pids, seconds=60.0):
     """The `pids` still alive after up to `seconds` (generous: under -n auto the tests
     beside share the cores)."""
@@ -75,7 +81,9 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
     local = ES(FixedStartCartPole(16), config, seed=0)
     trainer = GenerationTrainer(config, local, FixedStartCartPole(16))
     remote = ES(FixedStartCartPole(1), config, seed=0)
-    with RayPopulation(config, remote, 2, make_env=fixed_start_env, timeout=600) as population:
+    with RayPopulation(
+        config, remote, 2, make_env=fixed_start_env, timeout=RAY_TIMEOUT
+    ) as population:
         assert population.slices == [(0, 2), (2, 4)]  # Pairs: members 0, 1, 4, 5 and 2, 3, 6, 7.
         _, nodes = actor_info(population.workers)
         assert len(set(nodes)) == 2
@@ -138,7 +146,7 @@ def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters
     local = ES(ES.make_batch_env(config, 0), config, seed=0)
     trainer = GenerationTrainer(config, local, ES.make_batch_env(config, 0), seed=7)
     remote = ES(ES.make_batch_env(config, 0), config, seed=0)
-    with RayPopulation(config, remote, 2, streams_seed=7, timeout=600) as population:
+    with RayPopulation(config, remote, 2, streams_seed=7, timeout=RAY_TIMEOUT) as population:
         assert population.slices == [(0, 2), (2, 4)]
         for _ in range(3):
             local_steps, local_stats = trainer.step()
@@ -177,7 +185,7 @@ def impala_runner(overrides, **kwargs):
         functools.partial(make_batch_env, config.env, config.env.num_envs),
         functools.partial(make_behaviour_policy, config),
         algo,
-        **{"num_actors": 2, "unroll_length": 16, "timeout": 600, **kwargs},
+        **{"num_actors": 2, "unroll_length": 16, "timeout": RAY_TIMEOUT, **kwargs},
     )
     return algo, runner
 
@@ -518,7 +526,7 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
         seed = 1000 * index + 100_000 * restarts
         return EnvActor.options(num_cpus=0.25).remote(make_env, None, seed, 1)
 
-    actors = Actors(make_actor, max_restarts=1, timeout=600)
+    actors = Actors(make_actor, max_restarts=1, timeout=RAY_TIMEOUT)
     actors.start(3)
     try:
         pids, _ = actor_info(actors.handles)
@@ -599,7 +607,7 @@ def test_started_dynamic_batching_steps_while_the_learner_learns(ray_cluster):
             time.sleep(1.0)
         return passes
 
-    actors = Actors(make_actor, max_restarts=0, timeout=600)
+    actors = Actors(make_actor, max_restarts=0, timeout=RAY_TIMEOUT)
     actors.start(2)
     try:
         pids, _ = actor_info(actors.handles)

@@ -21,7 +21,7 @@ from batchrl.runners import train
 from batchrl.tools.environments import EnvSpaces
 from tests.learning import best_evaluations
 from tests.runners.conftest import REPO
-from tests.runners.test_ray import quiet, wait_gone
+from tests.runners.test_ray import RAY_TIMEOUT, quiet, wait_gone
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
 pytest.importorskip("ray")
@@ -89,7 +89,7 @@ def apex(ray_cluster):
     config = small_config()
     learner = DQN(EnvSpaces(config.env, 2), config, seed=0)
     seen = []
-    with RayApex(config, learner, 2, cpus_per_actor=0.5, timeout=600) as runner:
+    with RayApex(config, learner, 2, cpus_per_actor=0.5, timeout=RAY_TIMEOUT) as runner:
         yield config, learner, runner, seen
         seen.extend(pids(runner.actors + runner.shards))
     assert not wait_gone(seen), "actor or shard processes outlived close()"
@@ -107,7 +107,9 @@ def test_actors_explore_with_the_ladder_and_send_their_own_td_errors(apex):
     actors = runner.actors
     assert ray.get([a.__ray_call__.remote(lambda a: a.epsilon) for a in actors]) == rates
     weights = [v.numpy() for v in learner.q.variables + learner.target_q.variables]
-    (items, priorities), info = ray.get(actors[1].collect.remote(weights, -5, 8), timeout=600)
+    (items, priorities), info = ray.get(
+        actors[1].collect.remote(weights, -5, 8), timeout=RAY_TIMEOUT
+    )
     assert info["steps"] == 8 * 2 and info["transitions"] == len(priorities) > 0
     assert info["version"] == -5 and (items["version"] == -5).all()
     want = np.abs(learner.td_errors(items).numpy())
@@ -142,14 +144,14 @@ def test_priority_updates_reach_the_shard_each_batch_came_from(apex, monkeypatch
         if update > 1:
             runner.step()
         assert len(sent) == update == int(learner.updates)
-        ray.get(list(runner._updating), timeout=600)
+        ray.get(list(runner._updating), timeout=RAY_TIMEOUT)
         index, indices, priorities = sent[-1]
         shards_seen.add(index)
         want = dict(zip(indices.tolist(), (np.abs(priorities) + eps) ** alpha))
         keys = sorted(want)
-        got = ray.get(runner.shards[index].priorities.remote(keys), timeout=600)
+        got = ray.get(runner.shards[index].priorities.remote(keys), timeout=RAY_TIMEOUT)
         np.testing.assert_allclose(got, [want[k] for k in keys], rtol=1e-5)
-        other = ray.get(runner.shards[1 - index].priorities.remote(keys), timeout=600)
+        other = ray.get(runner.shards[1 - index].priorities.remote(keys), timeout=RAY_TIMEOUT)
         assert not np.allclose(other, [want[k] for k in keys], rtol=1e-5)
     assert shards_seen == {0, 1}  # Batches came from both shards.
     assert {"apex/policy_lag", "apex/sample_age", "dqn/loss", "apex/lost_transitions"} <= tags
@@ -196,7 +198,7 @@ def test_a_killed_shard_is_replaced_empty_its_loss_counted_and_training_goes_on(
     assert held <= int(lost) <= runner.lost_transitions
     while runner.version < version + 10 or runner._sizes[0] == 0:
         runner.step()
-    assert ray.get(runner.shards[0].size.remote(), timeout=600) > 0  # The new one fills.
+    assert ray.get(runner.shards[0].size.remote(), timeout=RAY_TIMEOUT) > 0  # The new one fills.
 
 
 def test_a_shard_that_gives_no_batch_times_out_naming_it(ray_cluster):

@@ -19,7 +19,7 @@ from batchrl.runners import LocalTrainer, train
 from batchrl.scripts import train as train_script
 from batchrl.tools.environments import EnvSpaces, make_in_graph_env
 from tests.runners.conftest import REPO
-from tests.runners.test_ray import actor_info, quiet, wait_gone
+from tests.runners.test_ray import RAY_TIMEOUT, actor_info, quiet, wait_gone
 from tests.scripts.test_train import TRAIN_IN_PROCESSES, run_script, wait_for_progress
 
 pytest.importorskip("ray")
@@ -56,7 +56,7 @@ def test_ppo_on_one_ray_actor_equals_local_ppo(ray_cluster, monkeypatch):
         samplers, "concatenate", lambda parts: rollouts.append(parts) or concatenate(parts)
     )
     trainer = LocalTrainer(config, local, env)
-    with RaySamplers(config, remote, 1, rollout_length=16, seed=7, timeout=600) as runner:
+    with RaySamplers(config, remote, 1, rollout_length=16, seed=7, timeout=RAY_TIMEOUT) as runner:
         (pid,), _ = actor_info(runner.actors)
         for update in range(4):
             local_steps, local_stats = trainer.step()
@@ -82,7 +82,7 @@ def test_a_killed_sampler_is_replaced_and_its_rollout_collected_again(ray_cluste
     caplog.set_level(logging.WARNING)
     config = load_run_config("debug", ["env.id=CartPole-v1", "runner.name=ray"])
     algo = PPO(EnvSpaces(config.env, 2), config, seed=0)
-    with RaySamplers(config, algo, 1, rollout_length=16, timeout=600) as runner:
+    with RaySamplers(config, algo, 1, rollout_length=16, timeout=RAY_TIMEOUT) as runner:
         runner.step()
         victim = runner.actors[0]
         (pid,), _ = actor_info([victim])
@@ -152,7 +152,7 @@ def test_ppo_samplers_on_two_nodes_seed_apart_and_learn_on_all_rollouts(ray_clus
     concatenate = samplers.concatenate
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(samplers, "concatenate", lambda p: rollouts.append(p) or concatenate(p))
-        with RaySamplers(config, algo, 2, rollout_length=16, timeout=600) as runner:
+        with RaySamplers(config, algo, 2, rollout_length=16, timeout=RAY_TIMEOUT) as runner:
             pids, nodes = actor_info(runner.actors)
             assert len(set(nodes)) == 2
             for _ in range(2):
