@@ -152,17 +152,14 @@ def add_arguments(parser: argparse.ArgumentParser, config: str, eval_every: int)
     parser.add_argument("overrides", nargs="*", help="config overrides key=value")
 
 
-def add_checkpoints_argument(parser: argparse.ArgumentParser) -> None:
+def parse_with_checkpoints(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Adds --checkpoints to `parser` and parses, refusing --checkpoints without --out."""
     parser.add_argument(
         "--checkpoints",
         default="",
         help="folder for a checkpoint at every evaluation; a run that finds one there "
         "continues from it (needs --out, the log it continues)",
     )
-
-
-def parse_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """The arguments, with --checkpoints refused without --out."""
     args = parser.parse_args()
     if args.checkpoints and not args.out:
         parser.error("--checkpoints needs --out, the log a resumed run continues")
@@ -220,8 +217,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=10**6)
     add_arguments(parser, "nsfnet_es", eval_every=5)
-    add_checkpoints_argument(parser)
-    args = parse_arguments(parser)
+    args = parse_with_checkpoints(parser)
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
     batch_env = ES.make_batch_env(config, args.seed)

@@ -24,8 +24,7 @@ import tensorflow as tf
 from routing_es import (
     LevelLog,
     add_arguments,
-    add_checkpoints_argument,
-    parse_arguments,
+    parse_with_checkpoints,
     sap_returns,
     saved_states,
 )
@@ -55,8 +54,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10**6, help="at most this many calls")
     add_arguments(parser, "nsfnet_ppo", eval_every=20)
-    add_checkpoints_argument(parser)
-    args = parse_arguments(parser)
+    args = parse_with_checkpoints(parser)
     config = load_run_config(args.config, [f"train.seed={args.seed}", *args.overrides])
     tf.keras.utils.set_random_seed(args.seed)
     batch_env = LocalTrainer.make_batch_env(config, args.seed)

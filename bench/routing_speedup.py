@@ -61,8 +61,7 @@ def compare(ppo: dict, es: dict | None) -> dict:
         "ppo": ppo["config"],
         "converged": level,
         "halves": [float(means[-LAST : -LAST // 2].mean()), float(means[-LAST // 2 :].mean())],
-        "window": [evals[-LAST][2], evals[-1][2]],
-        "ppo_train": evals[-1][2],
+        "window": [evals[-LAST][2], evals[-1][2]],  # Training seconds; the run's end last.
         "ppo_time": first_time_at(evals, level),
         "es": es and es["config"],
         "es_time": es and first_time_at(es["evals"], level),
@@ -87,7 +86,7 @@ def table(rows: list[dict]) -> str:
             es = f"{row['es_time']:,.0f} s"
         speedup = f"{row['speedup']:.1f}x" if row["speedup"] else "-"
         lines.append(
-            f"| {row['ppo']}, {row['es']} | {row['seed']} | {row['ppo_train']:,.0f} s "
+            f"| {row['ppo']}, {row['es']} | {row['seed']} | {row['window'][1]:,.0f} s "
             f"| {row['converged']:.2f} ({row['window'][0]:,.0f} to {row['window'][1]:,.0f} s) "
             f"| {row['halves'][0]:.2f}, {row['halves'][1]:.2f} | {row['ppo_time']:,.0f} s "
             f"| {es} | {speedup} |"
