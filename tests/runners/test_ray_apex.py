@@ -9,6 +9,7 @@ import logging
 import re
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import psutil
@@ -80,6 +81,34 @@ def test_explore_is_greedy_at_epsilon_0_and_uniform_at_1():
     draws = np.stack([learner.explore(observ, epsilon).numpy() for _ in range(20)])  # [20, 64]
     np.testing.assert_array_equal(draws[:, 0::2], np.broadcast_to(greedy[0::2], (20, 32)))
     assert 0.4 < np.mean(draws[:, 1::2] != greedy[1::2]) < 0.6  # Half of 2 actions differ.
+
+
+def test_actors_are_held_before_learning_until_the_shards_took_what_it_needs():
+    """apex.steps_per_update 4, dqn.learning_starts 1000: before learning starts, actors
+    that collected 1,000 steps since the runner started wait while adds are in flight (the
+    shards' sizes lag on a loaded machine); once learning started, at 4 steps per update."""
+    runner = object.__new__(RayApex)
+    runner._cfg = SimpleNamespace(steps_per_update=4)
+    runner._dqn = SimpleNamespace(batch_size=32, learning_starts=1000)
+    runner._first_steps, runner._start, runner.version = 500, None, 7
+    runner._sizes, runner._adding = [0, 0], {"ref": (0, None, 16)}
+    for steps, ahead in [(1499, False), (1500, True), (4000, True)]:
+        runner.env_steps = steps
+        assert runner._ahead() is ahead, steps
+    runner._adding = {}  # Every add landed short of 1000 (n-step): collect more.
+    assert not runner._ahead()
+    runner._sizes, runner._start = [600, 600], (1600, 7)
+    for steps, version, ahead in [
+        (1603, 7, False),
+        (1604, 7, True),
+        (1607, 8, False),
+        (1608, 8, True),
+    ]:
+        runner.env_steps, runner.version = steps, version
+        assert runner._ahead() is ahead, (steps, version)
+    runner._cfg.steps_per_update = 0  # Actors run free.
+    runner._start, runner._adding, runner.env_steps = None, {"ref": (0, None, 16)}, 10**6
+    assert not runner._ahead()
 
 
 @pytest.fixture(scope="module")
@@ -182,9 +211,11 @@ def test_a_killed_shard_is_replaced_empty_its_loss_counted_and_training_goes_on(
     _, _, runner, seen = apex
     victim = runner.shards[0]
     seen.extend(pids([victim]))
-    for _ in range(100):  # Alone (as in the slow stage) the fixture has not stepped yet.
-        if runner._sizes[0] > 0:
-            break
+    # Alone (as in the slow stage) the fixture has not stepped yet. Bounded by time, not by
+    # steps: in CI on a loaded machine, 100 steps (quick updates on shard 1's transitions)
+    # went by before shard 0 acknowledged its first add.
+    deadline = time.monotonic() + RAY_TIMEOUT
+    while runner._sizes[0] == 0 and time.monotonic() < deadline:
         runner.step()
     held = runner._sizes[0]
     assert held > 0

@@ -105,6 +105,7 @@ class RayApex(ActorGroup):
         self._next_shard = 0
         self._idle: list[int] = []  # Actors held back by apex.steps_per_update.
         self._start = None  # (env steps, version) where learning started.
+        self._first_steps = self.env_steps  # Where this runner started collecting.
         self._steps = 0  # Environment steps collected since the last `step`.
         self._episodes: list[tuple[list, list]] = []
         try:
@@ -283,9 +284,18 @@ class RayApex(ActorGroup):
 
     def _ahead(self) -> bool:
         """Whether the actors collected `apex.steps_per_update` steps per update or more
-        since learning started (never with 0, nor while the learner cannot learn)."""
+        since learning started (never with 0). Before learning starts, whether they
+        collected what it needs (`dqn.learning_starts`) and the shards have yet to take
+        some of it: on a loaded machine the shards' acknowledgements lag, and actors let
+        run until then collected 8,064 steps where 1,000 were needed, so the run learned
+        on half the updates its steps call for."""
         ratio = self._cfg.steps_per_update
-        if not ratio or self._start is None or not self._can_learn():
+        if not ratio:
+            return False
+        if self._start is None:
+            needed = max(self._dqn.batch_size, self._dqn.learning_starts)
+            return bool(self._adding) and self.env_steps - self._first_steps >= needed
+        if not self._can_learn():
             return False
         steps, version = self._start
         return self.env_steps - steps >= ratio * (self.version - version + 1)
