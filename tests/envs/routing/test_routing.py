@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.envs.routing import Routing, RoutingEnv, load_topology
+from batchrl.envs.routing import routing as routing_module
 from batchrl.envs.routing.heuristics import shortest_available_path
 
 TOPOLOGIES = {name: load_topology(name) for name in ("nsfnet", "geant2")}
@@ -21,9 +22,14 @@ def copy_state(state, gym_env, index):
     return gym_env.set_state(*(part[index] for part in state))
 
 
-@pytest.mark.parametrize("name, jit", [("nsfnet", False), ("geant2", False), ("geant2", True)])
-def test_parity_with_the_gymnasium_env(name, jit):
-    """Drives B networks and B Gymnasium envs with the same demands and actions.
+@pytest.mark.parametrize(
+    "name, jit, table",
+    [("nsfnet", False, True), ("geant2", False, True), ("geant2", True, True)]
+    + [("nsfnet", True, False), ("geant2", False, False)],
+)
+def test_parity_with_the_gymnasium_env(name, jit, table, monkeypatch):
+    """Drives B networks and B Gymnasium envs with the same demands and actions, with the
+    paths' masks from the table and, past `MASK_TABLE_LIMIT` (set to 0), from the links.
 
     The demand streams differ, so after every step the TF env's new demand (or, after a
     reset, its new episode) is copied into the Gymnasium env, whose observation of the
@@ -33,7 +39,10 @@ def test_parity_with_the_gymnasium_env(name, jit):
     batch, steps = 8, 120
     topology = TOPOLOGIES[name]
     links = topology.num_links
+    if not table:
+        monkeypatch.setattr(routing_module, "MASK_TABLE_LIMIT", 0)
     env = Routing(batch, seed=1, topology=topology)
+    assert (env._mask_table is not None) == table
     step = tf.function(env.step, jit_compile=jit)
     reset = tf.function(env.reset, jit_compile=jit)
     gym_envs = [RoutingEnv(topology) for _ in range(batch)]
