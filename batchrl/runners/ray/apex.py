@@ -293,7 +293,7 @@ class RayApex(ActorGroup):
         if not ratio:
             return False
         if self._start is None:
-            needed = max(self._dqn.batch_size, self._dqn.learning_starts)
+            needed = self._learning_needs()
             return bool(self._adding) and self.env_steps - self._first_steps >= needed
         if not self._can_learn():
             return False
@@ -302,8 +302,12 @@ class RayApex(ActorGroup):
 
     # Learning.
 
+    def _learning_needs(self) -> int:
+        """The transitions the shards hold before learning starts."""
+        return max(self._dqn.batch_size, self._dqn.learning_starts)
+
     def _can_learn(self) -> bool:
-        needed = max(self._dqn.batch_size, self._dqn.learning_starts)
+        needed = self._learning_needs()
         return sum(self._sizes) >= needed and max(self._sizes) >= self._dqn.batch_size
 
     def _update(self) -> None:
