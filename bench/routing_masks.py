@@ -8,8 +8,8 @@ the table holds at most `MASK_TABLE_LIMIT` numbers, and otherwise builds it each
 from the path's links (the sum of their one-hots). Both give the same numbers (the
 parity test in tests/envs/routing/test_routing.py runs both ways); this measures what the
 table is worth. Each side is `Routing` of B networks driven by `simulate` with a
-heuristic, `--steps-per-call` steps per `tf.function(jit_compile=True)` call, as
-bench/routing_twin.py drives it; `links` is the same environment built with the limit set
+heuristic, `--steps-per-call` steps per `tf.function(jit_compile=True)` call (the `Twin`
+of bench/routing_twin.py); `links` is the same environment built with the limit set
 to 0. Measurements of `--seconds` after the compile, `--repeats` times interleaved; the
 table shows medians and the ratio table / links.
 """
@@ -19,34 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import tensorflow as tf
-
-from batchrl.envs.routing import Heuristic, Routing
-from batchrl.envs.routing import routing as routing_module
-from batchrl.tools.simulate import simulate
-
-
-def make_call(topology: str, policy: str, batch_size: int, steps: int, table: bool):
-    limit = routing_module.MASK_TABLE_LIMIT
-    routing_module.MASK_TABLE_LIMIT = limit if table else 0
-    try:
-        env = Routing(batch_size, seed=9, topology=topology)
-    finally:
-        routing_module.MASK_TABLE_LIMIT = limit
-    assert (env._mask_table is not None) == table, "the table is over the limit"
-    algo = Heuristic(policy, seed=9)
-    call = tf.function(lambda: simulate(env, algo, steps=steps), jit_compile=True)
-    call()  # The compile.
-    return call
-
-
-def steps_per_second(call, seconds: float) -> float:
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        steps += int(call()["steps"])
-    return steps / (time.perf_counter() - start)
+from routing_twin import Twin
 
 
 def main(argv=None):
@@ -64,16 +39,17 @@ def main(argv=None):
         for policy in args.policies
         for size in args.batch_sizes
     ]
-    calls = {
-        (key, table): make_call(*key, args.steps_per_call, table)
-        for key in keys
+    twins = {
+        ((topology, policy, size), table): Twin(topology, size, policy, args.steps_per_call, table)
+        for topology, policy, size in keys
         for table in (True, False)
     }
-    rates = {name: [] for name in calls}
+    rates = {name: [] for name in twins}
     load = [os.getloadavg()[0]]
     for _ in range(args.repeats):
-        for name, call in calls.items():
-            rates[name].append(steps_per_second(call, args.seconds))
+        for name, twin in twins.items():
+            run = twin.measure(args.seconds)
+            rates[name].append(run["steps"] / run["seconds"])
         load.append(os.getloadavg()[0])
     print("| topology | policy | B | table, steps/s | links, steps/s | table / links |")
     print("|---|---|---:|---:|---:|---:|")

@@ -178,13 +178,24 @@ class Reference:
 class Twin:
     """batchrl's `Routing` of B networks driven by a heuristic, one XLA call per block."""
 
-    def __init__(self, topology: str, batch_size: int, policy: str, steps_per_call: int):
+    def __init__(
+        self, topology: str, batch_size: int, policy: str, steps_per_call: int, table=True
+    ):
+        """`table=False`: the paths' link masks built from their links each step, not
+        looked up in `Routing`'s table (bench/routing_masks.py compares the two)."""
         import tensorflow as tf
 
         from batchrl.envs.routing import Heuristic, Routing
+        from batchrl.envs.routing import routing as routing_module
         from batchrl.tools.simulate import simulate
 
-        env = Routing(batch_size, seed=SEED, topology=topology)
+        limit = routing_module.MASK_TABLE_LIMIT
+        routing_module.MASK_TABLE_LIMIT = limit if table else 0
+        try:
+            env = Routing(batch_size, seed=SEED, topology=topology)
+        finally:
+            routing_module.MASK_TABLE_LIMIT = limit
+        assert (env._mask_table is not None) == table, "the table is over its limit"
         algo = Heuristic(policy, seed=SEED)
         self._call = tf.function(
             lambda: simulate(env, algo, steps=steps_per_call), jit_compile=True
