@@ -45,8 +45,9 @@ class PolicyEvaluator(Algorithm):
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         if self._recurrent:  # A policy that reads the last reward keeps it in its state.
             state = tf.gather(self._state, agent_indices)  # [K, S]
-            state = self._policy.observe_reward(state, reward)
-            self._state.scatter_nd_update(agent_indices[:, None], state)
+            observed = self._policy.observe_reward(state, reward)
+            if observed is not state:  # Else the policy reads no reward: nothing to write.
+                self._state.scatter_nd_update(agent_indices[:, None], observed)
 
     def end_episodes(self, agent_indices):
         pass

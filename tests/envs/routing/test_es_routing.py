@@ -6,6 +6,7 @@ from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.config import load_run_config
 from batchrl.envs.routing import Routing
+from tests.learning import assert_k_of_n
 
 
 def fixed_set_mean(algo, episodes, seed=123, topology="nsfnet", streams=None):
@@ -51,14 +52,19 @@ def test_es_with_a_small_graph_network_improves_quickly():
     assert after > before + 3.0, (before, after)
 
 
-@pytest.mark.slow  # 1 to 3.5 minutes a seed.
-def test_nsfnet_es_passes_20_within_30_generations():
-    """The nsfnet_es preset (H = 25, R = 20, 128 pairs) passes 20 in 30 generations, in
-    each of seeds 0 to 2 (the mean return on 300 fixed episodes).
+@pytest.mark.slow  # About 1.5 minutes a seed on one idle core; 3 to 4.5 in CI's slow stage.
+def test_nsfnet_es_passes_20_within_15_generations():
+    """The nsfnet_es preset (H = 25, R = 20, 128 pairs) passes 20 in 15 generations in at
+    least 2 of seeds 0 to 2 (the mean return on 300 fixed episodes).
 
-    Measured: seeds 0 to 2 go from 8.34 to 23.34, 10.19 to 24.23 and 10.38 to 23.41, in 1
-    to 3.5 minutes each here (2 CPU cores shared with other work).
+    Measured on 2026-11-27 (AMD EPYC, one core, code of d460374), the fixed-set mean after
+    0, 5, ..., 30 generations:
+      seed 0: 8.34, 17.63, 19.36, 20.87, 21.17, 21.83, 23.34
+      seed 1: 10.19, 16.09, 21.18, 21.47, 22.51, 22.86, 24.23
+      seed 2: 10.38, 17.01, 19.87, 21.53, 20.40, 22.38, 23.41
+    so 3 of 3 pass 20 at 15 generations (the lowest by 0.87). This test ran 30 generations
+    until then, the longest of CI's slow stage (794 s there).
     """
-    results = [train([], generations=30, episodes=300, seed=seed) for seed in range(3)]
-    assert all(before < 12.0 for before, _ in results), results
-    assert all(after > 20.0 for _, after in results), results
+    results = {seed: train([], generations=15, episodes=300, seed=seed) for seed in range(3)}
+    assert all(before < 12.0 for before, _ in results.values()), results
+    assert_k_of_n({seed: after for seed, (_, after) in results.items()}, 20.0, 2)
