@@ -36,14 +36,15 @@ class Routing(InGraphEnv):
         streams      [B] int32       the stream each network draws from (its index)
         stream_seed  [] int32        the seed of the streams (`seed`)
 
-    Demands: network i's d-th draw (d = draws[i]) is one `tf.random.stateless_uniform`
-    integer in [0, 3 N (N - 1)) from a seed folded from (stream_seed, streams[i], d),
-    which codes the demand size and the ordered pair; so a network's stream depends
-    neither on the batch size nor on the others, nor on its actions. As in
-    `ClassicControlEnv`, XLA draws other (equally reproducible) numbers than eager and
-    graph execution. `restart_streams` rewinds the streams, and can make networks share
-    one (common random numbers: networks on one stream, reset together, see the same
-    demands in their first episodes whatever they do).
+    Demands: network i's d-th draw (d = draws[i]) is one integer in [0, 3 N (N - 1)),
+    `stream_hash(stream_seed, streams[i], d)` reduced mod 3 N (N - 1), which codes the
+    demand size and the ordered pair; so a network's stream depends neither on the batch
+    size nor on the others, nor on its actions, and eager, graph and XLA execution draw
+    the same numbers. (Before 2026-11-27 each draw was a `tf.random.stateless_uniform`
+    from a seed folded per network, other numbers.) `restart_streams` rewinds the
+    streams, and can make networks share one (common random numbers: networks on one
+    stream, reset together, see the same demands in their first episodes whatever they
+    do).
 
     Time limit: with `max_episode_steps > 0`, `truncated = elapsed >= max_episode_steps`,
     as Gymnasium's `TimeLimit`; 0 means none, as in the reference.
@@ -257,33 +258,50 @@ class Routing(InGraphEnv):
 
         One uniform integer x in [0, 3 N (N - 1)) per network codes the demand size
         x mod 3 and the ordered pair x div 3 = s (N - 1) + t', with t = t' + [t' >= s];
-        N is the network's own topology's.
+        N is the network's own topology's. x is `stream_hash(stream_seed, stream, draw)`
+        mod 3 N (N - 1), for the whole batch at once.
         """
-        if indices.shape[0] == 0:  # XLA cannot trace map_fn over a static empty batch.
-            empty = tf.zeros([0], tf.int32)
-            return tf.zeros([0], tf.float32), empty, empty
         draws = tf.gather(self.draws, indices)  # [K]
         streams = tf.gather(self.streams, indices)  # [K]
         topology = tf.gather(self.topology_index, indices)  # [K]
         num_nodes = tf.gather(self._node_counts, topology)  # [K]
-        stream_seed = self.stream_seed.read_value()
         self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
         outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)  # [K]
-
-        def draw(stream_draw_outcomes):
-            stream, count, size = tf.unstack(stream_draw_outcomes)
-            seed = tf.stack([stream_seed, stream])
-            seed = tf.random.experimental.stateless_fold_in(seed, count)
-            return tf.random.stateless_uniform([], seed, 0, size, tf.int32)
-
-        code = tf.map_fn(
-            draw,
-            tf.stack([streams, draws, outcomes], 1),
-            fn_output_signature=tf.TensorSpec([], tf.int32),
-        )  # [K]
+        bits = stream_hash(self.stream_seed.read_value(), streams, draws)  # [K] uint32
+        code = tf.cast(tf.cast(bits, tf.int64) % tf.cast(outcomes, tf.int64), tf.int32)
         demand = tf.gather(self._demands, code % len(DEMANDS))
         pair = code // len(DEMANDS)
         source = pair // (num_nodes - 1)
         destination = pair % (num_nodes - 1)
         destination += tf.cast(destination >= source, tf.int32)
         return demand, source, destination
+
+
+def mix32(x: tf.Tensor) -> tf.Tensor:
+    """Chris Wellons' "lowbias32" integer hash (hash-prospector) of uint32 `x`, any shape.
+
+    A bijection of the 32-bit integers whose output bits each flip with probability
+    close to 1/2 when any one input bit flips; integer ops only, so eager, graph and
+    XLA execution give the same numbers, and NumPy can repeat them.
+    """
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+    x = x * tf.constant(0x7FEB352D, tf.uint32)
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
+    x = x * tf.constant(0x846CA68B, tf.uint32)
+    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+
+
+def stream_hash(seed: tf.Tensor, stream: tf.Tensor, draw: tf.Tensor) -> tf.Tensor:
+    """The uint32 [K] bits of each network's `draw`-th number on its `stream` (int32 [K]).
+
+    mix32(mix32(mix32(seed + 0x9E3779B9) ^ stream) ^ draw): a counter-based generator, one
+    number per (seed, stream, draw) and none shared, computed for the whole batch at
+    once. TensorFlow's stateless draws take one seed per call, so a seed per network
+    needed a loop over the batch (`tf.map_fn`), which cost up to half of a step at
+    B = 4,096 (2026-11-27); hence this hash. Reduced mod M < 2**20 outcomes, each
+    outcome's probability is off from 1 / M by under M / 2**32 of it.
+    """
+    u32 = lambda x: tf.cast(x, tf.uint32)  # noqa: E731 (Non-negative int32 in, exact.)
+    bits = mix32(u32(seed) + tf.constant(0x9E3779B9, tf.uint32))
+    bits = mix32(tf.bitwise.bitwise_xor(bits, u32(stream)))
+    return mix32(tf.bitwise.bitwise_xor(bits, u32(draw)))

@@ -111,6 +111,36 @@ def test_draws_are_uniform():
     assert len({tuple(pair) for pair in draws[:, 1:]}) == 14 * 13
 
 
+def lowbias32(x):
+    """Wellons' lowbias32 in NumPy uint32, written from its published steps."""
+    x = np.asarray(x, np.uint32)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> np.uint32(15)
+    x *= np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_demands_are_the_stream_hash_in_eager_graph_and_xla(jit):
+    """Network i's d-th draw is lowbias32(lowbias32(lowbias32(seed + 0x9E3779B9) ^ stream)
+    ^ d) mod 3 N (N - 1), coding demand x mod 3 and the pair x div 3, in every mode."""
+    env = Routing(3, seed=7)
+    env.restart_streams(streams=[5, 0, 5])
+    reset = tf.function(env.reset, jit_compile=True) if jit else env.reset
+    with np.errstate(over="ignore"):
+        base = lowbias32(np.uint32(7) + np.uint32(0x9E3779B9))
+        for d in range(3):
+            observ = reset().numpy()
+            bits = lowbias32(lowbias32(base ^ np.uint32([5, 0, 5])) ^ np.uint32(d))
+            code = bits.astype(np.int64) % (3 * 14 * 13)
+            source, rest = divmod(code // 3, 13)
+            destination = rest + (rest >= source)
+            expected = np.stack([np.array([8.0, 32.0, 64.0])[code % 3], source, destination], 1)
+            np.testing.assert_array_equal(observ[:, -3:], expected)
+    np.testing.assert_array_equal(observ[0], observ[2])  # One stream, one demand.
+
+
 def test_reset_of_a_subset_changes_only_those_rows():
     env = Routing(4, seed=0)
     env.reset()
