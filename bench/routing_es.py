@@ -199,7 +199,7 @@ def per_topology_text(returns: np.ndarray, topology) -> str:
 
 def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
     env = Routing(episodes, seed=seed, topology=topology)
-    recorder = EpisodeRecorder(Heuristic("sap", seed=seed), episodes)
+    recorder = EpisodeRecorder(Heuristic("sap", topology, seed=seed), episodes)
     run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
     return run()[0].numpy()
 

@@ -26,7 +26,7 @@ REFERENCE_SAP = {"nsfnet": 26.6, "geant2": 22.2}
 def evaluate(topology: str, heuristic: str, episodes: int, seed: int) -> np.ndarray:
     """The returns [episodes] of the first episode of `episodes` networks."""
     env = Routing(episodes, seed=seed, topology=topology)
-    algo = Heuristic(heuristic, seed=seed)
+    algo = Heuristic(heuristic, topology, seed=seed)
     # One step per call, read from the environment's variables: under XLA,
     # batchrl.tools.episodes.EpisodeRecorder records the wrong networks' episodes.
     run = tf.function(lambda: simulate(env, algo, steps=1), jit_compile=True)

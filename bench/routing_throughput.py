@@ -51,7 +51,7 @@ def batched(net, topology, members, seed, repeats, jit_compile, member_chunk):
 def environment_only(topology, members, seed, repeats):
     """The same batch with SAP acting: what the environment and the loop cost."""
     env = Routing(members, seed=seed, topology=topology)
-    recorder = EpisodeRecorder(Heuristic("sap", seed=seed), members)
+    recorder = EpisodeRecorder(Heuristic("sap", topology, seed=seed), members)
     run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
     run()
     seconds = []

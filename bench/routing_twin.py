@@ -41,7 +41,9 @@ Columns, steps per second (one step: one demand routed):
 - `random`, `sap` at B: batchrl's `Routing` of B networks, driven by `simulate` with
   `Heuristic('random')` or `Heuristic('sap')` (shortest available path),
   `--steps-per-call` batched steps per `tf.function(jit_compile=True)` call. A step
-  includes the observation [B, (K + 1) L + 3] and the resets of ended episodes.
+  includes the observation [B, L + 3] (the state, as the reference's `step` builds no
+  more; until 2026-11-27 it was [B, (K + 1) L + 3] with each candidate path's marks) and
+  the resets of ended episodes. SAP reads the candidate paths' links from the topology.
 
 Every measurement runs for `--seconds` after a warm-up (the XLA compile, timed apart), and
 is repeated `--repeats` times, interleaved, so that a slow moment of the shared machine
@@ -185,18 +187,17 @@ class Twin:
         looked up in `Routing`'s table (bench/routing_masks.py compares the two)."""
         import tensorflow as tf
 
-        from batchrl.envs.routing import Heuristic, Routing
-        from batchrl.envs.routing import routing as routing_module
+        from batchrl.envs.routing import Heuristic, Routing, path_masks
         from batchrl.tools.simulate import simulate
 
-        limit = routing_module.MASK_TABLE_LIMIT
-        routing_module.MASK_TABLE_LIMIT = limit if table else 0
+        limit = path_masks.MASK_TABLE_LIMIT
+        path_masks.MASK_TABLE_LIMIT = limit if table else 0
         try:
             env = Routing(batch_size, seed=SEED, topology=topology)
+            algo = Heuristic(policy, topology, seed=SEED)
         finally:
-            routing_module.MASK_TABLE_LIMIT = limit
-        assert (env._mask_table is not None) == table, "the table is over its limit"
-        algo = Heuristic(policy, seed=SEED)
+            path_masks.MASK_TABLE_LIMIT = limit
+        assert (env.path_masks.table is not None) == table, "the table is over its limit"
         self._call = tf.function(
             lambda: simulate(env, algo, steps=steps_per_call), jit_compile=True
         )

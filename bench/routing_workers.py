@@ -55,7 +55,7 @@ PRESETS = {"nsfnet_es": "nsfnet", "geant2_es": "geant2"}
 def env_seconds_per_step(topology: str, batch_size: int, repeats: int = 3) -> float:
     """Seconds per environment step of `Routing` alone at `batch_size`, driven by SAP."""
     env = Routing(batch_size, seed=SEED, topology=topology)
-    recorder = EpisodeRecorder(Heuristic("sap", seed=SEED), batch_size)
+    recorder = EpisodeRecorder(Heuristic("sap", topology, seed=SEED), batch_size)
     run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
     run()  # Compiles.
     rates = []

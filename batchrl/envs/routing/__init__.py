@@ -16,6 +16,7 @@ from batchrl.envs.routing.observation import (
     observation_space,
     split_observ,
 )
+from batchrl.envs.routing.path_masks import PathMasks
 from batchrl.envs.routing.routing import Routing
 from batchrl.envs.routing.routing_env import RoutingEnv
 from batchrl.envs.routing.topology import (
@@ -54,6 +55,7 @@ __all__ = [
     "GYM_IDS",
     "HEURISTICS",
     "Heuristic",
+    "PathMasks",
     "Routing",
     "RoutingEnv",
     "RoutingGraphFeatures",

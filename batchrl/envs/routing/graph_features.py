@@ -7,12 +7,13 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from batchrl.envs.routing.observation import DEMANDS, observ_size, split_observ
+from batchrl.envs.routing.path_masks import PathMasks
 from batchrl.envs.routing.topology import Topology, load_topology
 from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 
 
 class RoutingGraphFeatures:
-    """Turns routing observations [..., (K + 1) L + 3] into graphs of link features.
+    """Turns routing observations [..., L + 3] into graphs of link features.
 
     A `batchrl.networks.graph.GraphFeatures`, as the routing paper's network reads the
     network: the vertices are the L directed links, the edges the topology's
@@ -23,6 +24,10 @@ class RoutingGraphFeatures:
                                        the demand size (8, 32, 64) on the links of path k,
                                        zero elsewhere
         state_graph    [..., 1, L, 1]  remaining capacity / capacity
+
+    The observation holds the state only; the links of the pair's K candidate paths come
+    from the topology (`PathMasks`), inside the network's program, as the paper's agent
+    marks each path itself.
 
     Built on a list of topologies (a mixed batch's, `Routing(topology=[...])`), it is a
     family of T graphs: `graphs` holds each topology's (links, message pairs), the
@@ -46,6 +51,7 @@ class RoutingGraphFeatures:
         self.num_features = 1 + len(DEMANDS)
         self.num_actions = topology.k
         self.mixed = isinstance(topology, TopologySet)
+        self.path_masks = PathMasks(topology)
         if self.mixed:
             self.edges = None
             self.graphs = tuple((t.num_links, t.message_pairs) for t in topology.topologies)
@@ -56,10 +62,12 @@ class RoutingGraphFeatures:
     def action_graphs(self, observ: tf.Tensor) -> tf.Tensor:
         """The features [..., K, L, 4] of each candidate path's graph."""
         parts = self._split(observ)
+        masks = self.path_masks.of(parts)  # [..., K, L]
         capacity = parts.capacities / self._capacity(parts)  # [..., L]
-        capacity = tf.broadcast_to(capacity[..., None, :], tf.shape(parts.path_marks))
-        onehot = [tf.cast(tf.equal(parts.path_marks, d), tf.float32) for d in DEMANDS]
-        return tf.stack([capacity, *onehot], axis=-1)  # [..., K, L, 4]
+        capacity = tf.broadcast_to(capacity[..., None, :], tf.shape(masks))
+        size = tf.cast(tf.equal(parts.demand[..., None], DEMANDS), tf.float32)  # [..., 3]
+        onehot = masks[..., None] * size[..., None, None, :]  # [..., K, L, 3]
+        return tf.concat([capacity[..., None], onehot], axis=-1)  # [..., K, L, 4]
 
     def state_graph(self, observ: tf.Tensor) -> tf.Tensor:
         """The features [..., 1, L, 1] of the critic's one graph: the capacities."""
@@ -83,11 +91,11 @@ class RoutingGraphFeatures:
     def _split(self, observ):
         topology = self.topology
         size = int(observ.shape[-1])
-        expected = observ_size(topology.num_links, topology.k, self.mixed)
+        expected = observ_size(topology.num_links, self.mixed)
         if size != expected:
             raise ValueError(
                 f"The graph network of {topology.name} ({topology.num_links} links, K = "
                 f"{topology.k}) takes observations of size {expected}, not {size}: does "
                 "network.topology (or env.topologies) name the environment's topologies?"
             )
-        return split_observ(observ, topology.k)
+        return split_observ(observ, topology.num_links)

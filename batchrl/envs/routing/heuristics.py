@@ -2,29 +2,49 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from batchrl.core import Algorithm
 from batchrl.envs.routing.observation import split_observ
-from batchrl.envs.routing.topology import K
+from batchrl.envs.routing.path_masks import PathMasks
+from batchrl.envs.routing.topology import Topology, load_topology
+from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 
 
-def feasible_paths(observ: tf.Tensor, k: int = K) -> tf.Tensor:
+def path_masks(topology: str | Topology | TopologySet | Sequence) -> PathMasks:
+    """The `PathMasks` of a topology: a `Topology`, what `load_topology` loads, or a list
+    of them (or a `TopologySet`) for a mixed batch."""
+    if isinstance(topology, list | tuple):
+        topology = make_topology_set(topology)
+    elif not isinstance(topology, Topology | TopologySet):
+        topology = load_topology(topology)
+    return PathMasks(topology)
+
+
+def _split(observ: tf.Tensor, masks: PathMasks):
+    """The observations' parts, and the demand on each candidate path's links [B, K, L]."""
+    parts = split_observ(tf.convert_to_tensor(observ, tf.float32), masks.num_links)
+    return parts, masks.marks(parts)
+
+
+def feasible_paths(observ: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """Whether each candidate path has at least the demand left on every link.
 
     Args:
-      observ: observations [B, (K + 1) L + 3] (see `observation_space`).
-      k: K, the number of candidate paths.
+      observ: observations [B, L + 3] (see `observation_space`).
+      masks: the `PathMasks` of the topology (`path_masks`).
 
     Returns:
       bool [B, K].
     """
-    parts = split_observ(tf.convert_to_tensor(observ, tf.float32), k)
+    parts, marks = _split(observ, masks)
     # Off the path the mark is 0 and every capacity is >= 0.
-    return tf.reduce_all(parts.capacities[:, None, :] >= parts.path_marks, axis=-1)
+    return tf.reduce_all(parts.capacities[:, None, :] >= marks, axis=-1)
 
 
-def shortest_available_path(observ: tf.Tensor, k: int = K) -> tf.Tensor:
+def shortest_available_path(observ: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """SAP: the first candidate path (fewest hops first) that is feasible, else path 0.
 
     As DRL-GNN's evaluate_DQN.py. On this environment it scores 26.56 on NSFNET and 22.57
@@ -33,24 +53,24 @@ def shortest_available_path(observ: tf.Tensor, k: int = K) -> tf.Tensor:
     Returns:
       int32 actions [B].
     """
-    return _first(feasible_paths(observ, k))
+    return _first(feasible_paths(observ, masks))
 
 
-def load_balancing(observ: tf.Tensor, noise: tf.Tensor, k: int = K) -> tf.Tensor:
+def load_balancing(observ: tf.Tensor, noise: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """LB as DRL-GNN's evaluate_DQN.py defines it: a uniform feasible path, else path 0.
 
     With two or more feasible candidates it picks one of them uniformly at random; with
     one, that one; with none, path 0.
 
     Args:
-      observ: observations [B, (K + 1) L + 3].
+      observ: observations [B, L + 3].
       noise: U[0, 1) [B] that picks among the feasible paths.
-      k: K, the number of candidate paths.
+      masks: the `PathMasks` of the topology.
 
     Returns:
       int32 actions [B].
     """
-    feasible = feasible_paths(observ, k)  # [B, K]
+    feasible = feasible_paths(observ, masks)  # [B, K]
     count = tf.reduce_sum(tf.cast(feasible, tf.int32), axis=1)  # [B]
     choice = tf.cast(tf.floor(noise * tf.cast(count, tf.float32)), tf.int32)  # [B]
     choice = tf.minimum(choice, tf.maximum(count - 1, 0))
@@ -58,7 +78,7 @@ def load_balancing(observ: tf.Tensor, noise: tf.Tensor, k: int = K) -> tf.Tensor
     return _first(feasible & (rank == choice[:, None]))
 
 
-def widest_path(observ: tf.Tensor, k: int = K) -> tf.Tensor:
+def widest_path(observ: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """The candidate whose fullest link keeps the most capacity after the allocation.
 
     Scores each path by min over its links of (capacity - demand) and picks the highest,
@@ -68,35 +88,36 @@ def widest_path(observ: tf.Tensor, k: int = K) -> tf.Tensor:
     Returns:
       int32 actions [B].
     """
-    parts = split_observ(tf.convert_to_tensor(observ, tf.float32), k)
-    residual = parts.capacities[:, None, :] - parts.path_marks  # [B, K, L]
-    residual = tf.where(parts.path_marks > 0, residual, float("inf"))
+    parts, marks = _split(observ, masks)
+    residual = parts.capacities[:, None, :] - marks  # [B, K, L]
+    residual = tf.where(marks > 0, residual, float("inf"))
     bottleneck = tf.reduce_min(residual, axis=-1)  # [B, K]
     return _first(bottleneck == tf.reduce_max(bottleneck, axis=-1, keepdims=True))
 
 
-def always_shortest(observ: tf.Tensor, k: int = K) -> tf.Tensor:
+def always_shortest(observ: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """Candidate 0, the path with the fewest hops, whatever the load.
 
     Returns:
       int32 actions [B].
     """
-    del k
+    del masks
     return tf.zeros(tf.shape(observ)[:1], tf.int32)
 
 
-def uniform_random(observ: tf.Tensor, noise: tf.Tensor, k: int = K) -> tf.Tensor:
+def uniform_random(observ: tf.Tensor, noise: tf.Tensor, masks: PathMasks) -> tf.Tensor:
     """A uniform candidate path.
 
     Args:
-      observ: observations [B, (K + 1) L + 3]; only the batch size is read.
+      observ: observations [B, L + 3]; only the batch size is read.
       noise: U[0, 1) [B].
-      k: K, the number of candidate paths.
+      masks: the `PathMasks` of the topology; only its K is read.
 
     Returns:
       int32 actions [B].
     """
     del observ
+    k = masks.k
     return tf.minimum(tf.cast(tf.floor(noise * k), tf.int32), k - 1)
 
 
@@ -107,11 +128,11 @@ def _first(mask: tf.Tensor) -> tf.Tensor:
     return tf.where(first == k, 0, first)
 
 
-HEURISTICS = {
-    "sap": lambda observ, noise, k: shortest_available_path(observ, k),
+HEURISTICS = {  # (observ [B, L + 3], noise [B], masks) -> actions [B]
+    "sap": lambda observ, noise, masks: shortest_available_path(observ, masks),
     "load_balancing": load_balancing,
-    "widest": lambda observ, noise, k: widest_path(observ, k),
-    "shortest": lambda observ, noise, k: always_shortest(observ, k),
+    "widest": lambda observ, noise, masks: widest_path(observ, masks),
+    "shortest": lambda observ, noise, masks: always_shortest(observ, masks),
     "random": uniform_random,
 }
 
@@ -122,12 +143,20 @@ class Heuristic(Algorithm):
     The random ones draw their noise from a `tf.random.Generator` seeded with `seed`.
     """
 
-    def __init__(self, heuristic: str, k: int = K, seed: int = 0):
+    def __init__(
+        self,
+        heuristic: str,
+        topology: str | Topology | TopologySet | Sequence = "nsfnet",
+        seed: int = 0,
+    ):
         """Builds the policy.
 
         Args:
           heuristic: one of 'sap', 'load_balancing', 'widest', 'shortest', 'random'.
-          k: K, the number of candidate paths.
+          topology: the environment's: a `Topology`, what `load_topology` loads
+            ('nsfnet', 'geant2', ...), or a list of them for a mixed batch; the
+            observations hold the state only, and the heuristic reads the candidate
+            paths' links from the topology.
           seed: the seed of the noise of 'load_balancing' and 'random'.
         """
         super().__init__(name=f"heuristic_{heuristic}")
@@ -137,7 +166,7 @@ class Heuristic(Algorithm):
             )
         self.heuristic = heuristic
         self._policy = HEURISTICS[heuristic]
-        self._k = k
+        self.masks = path_masks(topology)
         self._rng = tf.random.Generator.from_seed(seed)
 
     def begin_episodes(self, agent_indices):
@@ -145,7 +174,7 @@ class Heuristic(Algorithm):
 
     def perform(self, agent_indices, observ):
         noise = self._rng.uniform(tf.shape(agent_indices))  # [B]
-        return self._policy(observ, noise, self._k)
+        return self._policy(observ, noise, self.masks)
 
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         pass

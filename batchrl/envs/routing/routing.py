@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 
 from batchrl.envs.routing.observation import DEMANDS, MAX_DEMAND, observation_space
+from batchrl.envs.routing.path_masks import PathMasks
 from batchrl.envs.routing.topology import Topology, load_topology
 from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 from batchrl.tools.in_graph_env import InGraphEnv
-
-# Path masks are looked up in a table of [T, N, N, K, L] while it holds at most this many
-# numbers (16 MiB of float32), else built from the paths' links each step (`Routing._masks`).
-MASK_TABLE_LIMIT = 2**22
 
 
 class Routing(InGraphEnv):
@@ -35,6 +31,9 @@ class Routing(InGraphEnv):
         draws        [B] int32       demands drawn so far by each network
         streams      [B] int32       the stream each network draws from (its index)
         stream_seed  [] int32        the seed of the streams (`seed`)
+
+    and `path_masks`, the `PathMasks` of its candidate paths: the observation is the state
+    (see `observation_space`), and a policy reads the paths' links from there.
 
     Demands: network i's d-th draw (d = draws[i]) is one integer in [0, 3 N (N - 1)),
     `stream_hash(stream_seed, streams[i], d)` reduced mod 3 N (N - 1), which codes the
@@ -98,17 +97,10 @@ class Routing(InGraphEnv):
         self.mixed = isinstance(topology, TopologySet)
         self.max_episode_steps = int(max_episode_steps)
         self._num_topologies = len(padded)
-        self._path_links = tf.constant(padded.path_links)  # [T, N, N, K, H]
-        self._mask_table = None  # [T, N, N, K, L] 0/1, while it is small (see _masks).
-        if padded.path_links[..., 0].size * padded.num_links <= MASK_TABLE_LIMIT:
-            table = np.zeros(padded.path_links.shape[:-1] + (padded.num_links + 1,), np.float32)
-            np.put_along_axis(table, padded.path_links, 1.0, axis=-1)
-            self._mask_table = tf.constant(table[..., :-1])
+        self.path_masks = PathMasks(padded)  # Of the candidate paths, for `_step`.
         self._full = tf.constant(padded.capacities[:, None] * padded.link_mask)  # [T, L]
         self._node_counts = tf.constant(padded.node_counts)  # [T]
         self._demands = tf.constant(DEMANDS, tf.float32)  # [3]
-        self._num_links = padded.num_links
-        self._k = padded.k
         self.capacities = tf.Variable(
             tf.fill([batch_size, padded.num_links], padded.capacity), trainable=False
         )
@@ -187,7 +179,7 @@ class Routing(InGraphEnv):
 
     def _step(self, action):
         path = [self.topology_index, self.source, self.destination, action]
-        debit = self._masks(tf.stack(path, 1)) * self.demand[:, None]  # [B, L]
+        debit = self.path_masks(tf.stack(path, 1)) * self.demand[:, None]  # [B, L]
         remaining = self.capacities - debit  # [B, L]
         accepted = tf.reduce_all(remaining >= 0, axis=1)  # [B]
         self.capacities.assign(tf.where(accepted[:, None], remaining, self.capacities))
@@ -214,44 +206,16 @@ class Routing(InGraphEnv):
         return self._observ(indices)
 
     def _observ(self, indices):
-        """The observations [K, (K + 1) L + 3] (mixed: + 1) of the networks at `indices` [K]."""
-        topology = tf.gather(self.topology_index, indices)  # [K]
-        demand = tf.gather(self.demand, indices)  # [K]
-        source = tf.gather(self.source, indices)  # [K]
-        destination = tf.gather(self.destination, indices)  # [K]
-        marks = self._path_marks(topology, source, destination, demand)  # [K, K_paths, L]
-        count = tf.shape(indices)[0]
-        pair = tf.cast(tf.stack([source, destination], 1), tf.float32)  # [K, 2]
+        """The observations [K, L + 3] (mixed: + 1) of the networks at `indices` [K]."""
         parts = [
             tf.gather(self.capacities, indices),
-            tf.reshape(marks, [count, self._k * self._num_links]),
-            demand[:, None],
-            pair,
+            tf.gather(self.demand, indices)[:, None],
+            tf.cast(tf.gather(self.source, indices), tf.float32)[:, None],
+            tf.cast(tf.gather(self.destination, indices), tf.float32)[:, None],
         ]
         if self.mixed:
-            parts.append(tf.cast(topology, tf.float32)[:, None])
+            parts.append(tf.cast(tf.gather(self.topology_index, indices), tf.float32)[:, None])
         return tf.concat(parts, 1)
-
-    def _path_marks(self, topology, source, destination, demand):
-        """The demand on the links of each candidate path [K, K_paths, L]."""
-        mask = self._masks(tf.stack([topology, source, destination], 1))  # [K, K_paths, L]
-        return mask * demand[:, None, None]
-
-    def _masks(self, index):
-        """The 0/1 link masks of paths: index [M, 3] (topology, source, destination) gives
-        every candidate path's [M, K_paths, L]; [M, 4] (..., path) one path's [M, L].
-
-        From the table of every path's mask while it holds at most `MASK_TABLE_LIMIT`
-        numbers (NSFNET 32,928; GEANT2 170,496), else from the paths' links: they are
-        distinct, so the sum of their one-hots is the mask, exactly, and the padding index
-        L one-hots to zeros. Both give the same numbers. The table, with one path's mask in
-        `_step` (not all K), made NSFNET's steps 2.5 to 4 times as fast on one core at
-        B = 256 and 4,096 (2026-11-27): the one-hots cost H times the masks.
-        """
-        if self._mask_table is not None:
-            return tf.gather_nd(self._mask_table, index)
-        links = tf.gather_nd(self._path_links, index)  # [M, K_paths, H] or [M, H]
-        return tf.reduce_sum(tf.one_hot(links, self._num_links), axis=-2)
 
     def _draw(self, indices):
         """Draws the next demand, source and destination [K] of the networks at `indices`.

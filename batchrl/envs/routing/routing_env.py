@@ -26,7 +26,8 @@ class RoutingEnv(gym.Env):
     full one, which makes no difference as the episode is over); the final observation
     shows the rejected demand again. No discount, no time limit (pass
     `max_episode_steps` to `gymnasium.make` for one), no masking of infeasible paths.
-    The observation layout is in `observation_space`; `split_observ` undoes it.
+    The observation is the state; its layout is in `observation_space`, and
+    `split_observ` undoes it. Each candidate path's links are `topology.incidence`.
 
     The state is public, as `env.unwrapped.state` is in classic control:
 
@@ -98,6 +99,4 @@ class RoutingEnv(gym.Env):
         self.source, self.destination = int(source), int(destination)
 
     def _observ(self) -> np.ndarray:
-        return make_observ(
-            self.topology, self.capacities, self.demand, self.source, self.destination
-        )
+        return make_observ(self.capacities, self.demand, self.source, self.destination)

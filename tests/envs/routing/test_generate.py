@@ -90,8 +90,8 @@ def test_a_100_node_network_builds_and_steps_with_sap():
     assert topology.path_links.shape[-1] <= 2 * topology.hops[..., 0].max()
     assert sum(len(paths) for paths in topology.paths.values()) == 100 * 99 * 4
     env = Routing(8, seed=0, topology=topology)
-    assert env.observation_space.shape == (5 * topology.num_links + 3,)
-    sap = Heuristic("sap")
+    assert env.observation_space.shape == (topology.num_links + 3,)
+    sap = Heuristic("sap", topology)
     recorder = EpisodeRecorder(sap, len(env))
     returns, lengths = first_episodes(env, recorder, max_steps=2000)
     returns, lengths = returns.numpy(), lengths.numpy()

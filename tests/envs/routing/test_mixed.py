@@ -20,15 +20,16 @@ from tests.envs.routing.test_es_routing import fixed_set_mean
 MIXES = [("nsfnet", "geant2"), ("geant2", "waxman-12-s3", "nsfnet")]
 
 
-def own_part(observ, topology, index):
-    """The observation [(K + 1) L_t + 3] of a network of `topology` cut out of a mixed
-    batch's [(K + 1) L + 4]; checks that the padding is zeros and the index is `index`."""
-    parts = split_observ(observ, topology.k)
+def own_part(observ, topology, index, num_links):
+    """The observation [L_t + 3] of a network of `topology` cut out of a mixed batch's
+    [L + 4]; checks that the padding is zeros and the index is `index`."""
+    parts = split_observ(observ, num_links)
     links = topology.num_links
     assert parts.topology == index
-    assert not parts.capacities[links:].any() and not parts.path_marks[:, links:].any()
-    own = [parts.capacities[:links], parts.path_marks[:, :links].ravel()]
-    return np.concatenate([*own, [parts.demand, parts.source, parts.destination]])
+    assert not parts.capacities[links:].any()
+    return np.concatenate(
+        [parts.capacities[:links], [parts.demand, parts.source, parts.destination]]
+    )
 
 
 @pytest.mark.parametrize(
@@ -49,21 +50,25 @@ def test_each_network_of_a_mixed_batch_routes_as_in_a_batch_of_its_own(names, ji
     function = lambda f: tf.function(f, jit_compile=jit)  # noqa: E731
     steps_of = [function(env.step) for env in [mixed, *alone]]
     resets_of = [function(env.reset) for env in [mixed, *alone]]
-    sap = tf.function(shortest_available_path)
+    saps = [
+        tf.function(lambda observ, masks=env.path_masks: shortest_available_path(observ, masks))
+        for env in [mixed, *alone]
+    ]
     observ = [reset().numpy() for reset in resets_of]
+    links = mixed.topology.num_links
     rng = np.random.default_rng(0)
     ended = 0
 
     def check(observ):
         for i, row in enumerate(observ[0]):
             t, j = i % count, i // count
-            np.testing.assert_array_equal(own_part(row, topologies[t], t), observ[1 + t][j])
+            np.testing.assert_array_equal(own_part(row, topologies[t], t, links), observ[1 + t][j])
 
     check(observ)
     for _ in range(steps):
-        action = sap(observ[0]).numpy()
+        action = saps[0](observ[0]).numpy()
         for t in range(count):  # SAP reads the padded observation as the network's own.
-            np.testing.assert_array_equal(action[t::count], sap(observ[1 + t]).numpy())
+            np.testing.assert_array_equal(action[t::count], saps[1 + t](observ[1 + t]).numpy())
         explore = rng.random(len(action)) < 0.1
         action[explore] = rng.integers(0, 4, explore.sum())
         results = [steps_of[0](action)]
@@ -118,7 +123,7 @@ def test_the_graph_network_scores_a_padded_topology_as_the_topology_alone(names)
     for i, row in enumerate(observ):
         t = i % len(names)
         topology = env.topology.topologies[t]
-        own = own_part(row, topology, t)[None]  # [1, O_t]
+        own = own_part(row, topology, t, env.topology.num_links)[None]  # [1, O_t]
         alone = RoutingGraphFeatures(topology)
         alone_policy = GraphPopulation(alone, 35, 35, 5).apply(
             params[i // (count // 2)][None], own[None]
@@ -141,8 +146,9 @@ def test_the_graph_network_scores_a_padded_topology_as_the_topology_alone(names)
 
 
 def test_the_graph_network_reads_nothing_from_the_padding():
-    """Whatever the padded links of an observation hold, the scores are the same, exactly:
-    no edge reads a padded link and the readout leaves them out."""
+    """Whatever the padded links' capacities hold, the scores are the same, exactly: no
+    edge reads a padded link and the readout leaves them out. (No path has a padded
+    link, so the paths' marks there are zero by construction.)"""
     names = MIXES[0]
     _, observ = mixed_observations(names, 4)
     nsfnet = load_topology("nsfnet")
@@ -150,9 +156,6 @@ def test_the_graph_network_reads_nothing_from_the_padding():
     links, total = nsfnet.num_links, make_topology_set(list(names)).num_links
     for i in range(0, 4, 2):  # The NSFNET networks: links 42..73 are padding.
         garbage[i, links:total] = 77.0
-        marks = garbage[i, total : 5 * total].reshape(4, total)
-        marks[:, links:] = 32.0
-        garbage[i, total : 5 * total] = marks.ravel()
     population = GraphPopulation(RoutingGraphFeatures(list(names)), 16, 16, 3)
     params = population.init_params(0)[None]
     np.testing.assert_array_equal(
@@ -303,7 +306,7 @@ def test_ppo_trains_on_a_mixed_batch_with_each_network_scored_as_its_topology_al
                 variable.assign(module.weights[key])
             alone[module.critic] = network
         for i in range(t, len(observ), 2):  # Network i routes on topology i mod 2.
-            own = own_part(observ[i], topology, t)[None]  # [1, O_t]
+            own = own_part(observ[i], topology, t, observ.shape[-1] - 4)[None]  # [1, O_t]
             for got, want in ((logits[i], alone[False](own)), (values[i], alone[True](own))):
                 np.testing.assert_allclose(got, want.numpy()[0], rtol=1e-5, atol=1e-5)
                 largest = max(largest, float(np.abs(got - want.numpy()[0]).max()))

@@ -6,8 +6,9 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.envs.routing import Routing, RoutingEnv, load_topology
-from batchrl.envs.routing import routing as routing_module
+from batchrl.envs.routing import path_masks as path_masks_module
 from batchrl.envs.routing.heuristics import shortest_available_path
+from batchrl.envs.routing.observation import make_observ, split_observ
 
 TOPOLOGIES = {name: load_topology(name) for name in ("nsfnet", "geant2")}
 
@@ -40,13 +41,13 @@ def test_parity_with_the_gymnasium_env(name, jit, table, monkeypatch):
     topology = TOPOLOGIES[name]
     links = topology.num_links
     if not table:
-        monkeypatch.setattr(routing_module, "MASK_TABLE_LIMIT", 0)
+        monkeypatch.setattr(path_masks_module, "MASK_TABLE_LIMIT", 0)
     env = Routing(batch, seed=1, topology=topology)
-    assert (env._mask_table is not None) == table
+    assert (env.path_masks.table is not None) == table
     step = tf.function(env.step, jit_compile=jit)
     reset = tf.function(env.reset, jit_compile=jit)
     gym_envs = [RoutingEnv(topology) for _ in range(batch)]
-    sap = tf.function(shortest_available_path)
+    sap = tf.function(lambda observ: shortest_available_path(observ, env.path_masks))
     observ = reset().numpy()
     state = read_state(env)
     for i, gym_env in enumerate(gym_envs):
@@ -87,6 +88,27 @@ def test_parity_with_the_gymnasium_env(name, jit, table, monkeypatch):
     assert terminations >= 10
     assert set(rewards) == {0.125, 0.5, 1.0}
     assert min(env.capacities.numpy().min(), 0.0) == 0.0
+
+
+@pytest.mark.parametrize("table", [True, False])
+def test_path_masks_are_the_topologys_incidence_for_every_pair_and_path(table, monkeypatch):
+    """`PathMasks` from the table and from the links give `Topology.incidence` [N, N, K, L],
+    for whole pairs and one path at a time, and `marks` scales them by the demand."""
+    if not table:
+        monkeypatch.setattr(path_masks_module, "MASK_TABLE_LIMIT", 0)
+    topology = TOPOLOGIES["geant2"]
+    masks = path_masks_module.PathMasks(topology)
+    assert (masks.table is not None) == table
+    n = topology.num_nodes
+    pairs = np.array([(0, s, t) for s in range(n) for t in range(n) if s != t], np.int32)
+    expected = topology.incidence[pairs[:, 1], pairs[:, 2]]  # [P, K, L]
+    np.testing.assert_array_equal(masks(pairs).numpy(), expected)
+    one = np.concatenate([pairs, np.full([len(pairs), 1], 3, np.int32)], 1)
+    np.testing.assert_array_equal(masks(one).numpy(), expected[:, 3])
+    parts = split_observ(np.array([make_observ(np.zeros(74), 32.0, 5, 2)]), 74)
+    marks = masks.marks(parts).numpy()[0]
+    np.testing.assert_array_equal(marks, 32.0 * topology.incidence[5, 2])
+    assert set(np.unique(marks)) == {0.0, 32.0}
 
 
 def test_streams_depend_neither_on_batch_size_nor_on_the_others():
@@ -203,7 +225,7 @@ def test_resolved_by_entry_point_and_geant2_spaces():
     assert isinstance(env, Routing) and env.max_episode_steps == 5
     geant2 = Routing(1, topology="geant2")
     assert geant2.observation_space == RoutingEnv("geant2").observation_space
-    assert geant2.observation_space.shape == (5 * 74 + 3,)
+    assert geant2.observation_space.shape == (74 + 3,)
     assert geant2.observation_space.contains(geant2.reset().numpy()[0])
 
 

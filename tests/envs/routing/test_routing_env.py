@@ -20,7 +20,7 @@ def test_registered_and_passes_the_checker(name):
     assert env.unwrapped.topology.name == name.upper()
     check_env(env.unwrapped, skip_render_check=True)
     links = env.unwrapped.topology.num_links
-    assert env.observation_space.shape == (5 * links + 3,)
+    assert env.observation_space.shape == (links + 3,)
     assert env.action_space == gym.spaces.Discrete(4)
     env.close()
 
@@ -56,24 +56,26 @@ def test_a_rejected_demand_ends_the_episode_and_debits_nothing():
 
 
 def test_observation_layout():
+    """The observation is the state [L + 3]; each path's links are the topology's."""
     env = RoutingEnv("nsfnet")
     env.reset(seed=0)
     capacities = np.arange(42, dtype=np.float32)
     observ = env.set_state(capacities, 8.0, 0, 5)
-    parts = split_observ(observ, 4)
+    assert observ.shape == (42 + 3,)
+    parts = split_observ(observ, 42)
     np.testing.assert_array_equal(parts.capacities, capacities)
-    assert parts.path_marks.shape == (4, 42)
-    assert np.flatnonzero(parts.path_marks[0]).tolist() == PATH_0_LINKS
-    assert np.flatnonzero(parts.path_marks[2]).tolist() == PATH_2_LINKS
-    assert set(parts.path_marks.ravel().tolist()) == {0.0, 8.0}
     assert (parts.demand, parts.source, parts.destination) == (8.0, 0.0, 5.0)
-    batch = np.stack([observ, observ])
-    split = tf.function(lambda observ: split_observ(observ, 4))
     assert parts.topology is None  # One topology: no index (a mixed batch's ends with one).
-    split_parts = split(tf.constant(batch))
+    incidence = env.topology.incidence[0, 5]  # [K, L]
+    assert np.flatnonzero(incidence[0]).tolist() == PATH_0_LINKS
+    assert np.flatnonzero(incidence[2]).tolist() == PATH_2_LINKS
+    batch = np.stack([observ, observ])
+    split_parts = tf.function(lambda observ: split_observ(observ, 42))(tf.constant(batch))
     assert split_parts.topology is None
-    for part, expected in zip(split_parts[:5], parts[:5], strict=True):
+    for part, expected in zip(split_parts[:4], parts[:4], strict=True):
         np.testing.assert_array_equal(part.numpy(), np.stack([expected, expected]))
+    with pytest.raises(ValueError, match="size 45 do not fit a routing layout of 74 links"):
+        split_observ(observ, 74)
 
 
 def test_draws_are_uniform_and_seeded():
