@@ -182,7 +182,7 @@ def mixed_es_gains(seed):
     """The mixed_es preset shrunk (H = R = 8, T = 2, 16 pairs), graph mode: checks that a
     member and its mirror route on the same topology, half the pairs on each, and returns
     the gains of theta's mean return on the same 100 fixed episodes of each topology after
-    6 generations."""
+    9 generations."""
     from batchrl.algorithms.es import ES
 
     small = [
@@ -211,7 +211,7 @@ def mixed_es_gains(seed):
     index = batch_env.topology_index.numpy()  # [2 N]: members, then their mirrors
     np.testing.assert_array_equal(index[:16], index[16:])
     assert index[:16].tolist() == [i % 2 for i in range(16)]
-    for _ in range(5):
+    for _ in range(8):
         trainer.step()
     after = fixed_set_means()
     print(f"seed {seed}: NSFNET and GEANT2 {before.round(2)} -> {after.round(2)}")
@@ -220,15 +220,16 @@ def mixed_es_gains(seed):
 
 @pytest.mark.slow
 def test_es_pairs_share_a_topology_and_a_small_router_improves_on_both():
-    """A small router trained on NSFNET and GEANT2 at once gains on both, on 2 of 3 seeds.
+    """A small router trained on NSFNET and GEANT2 at once gains on both, on 3 of 5 seeds.
 
-    Measured at seed 0 before this test took seeds: NSFNET 13.11 -> 17.31, GEANT2 17.29 ->
-    19.24 (after 10 generations 19.41 and 19.03: the small network gains on GEANT2
-    slowly), and once GEANT2 gained only 1.95; hence +2 on NSFNET and +1 on GEANT2, and 2 of 3.
+    Measured with the demand streams of 2026-11-27 (the stream hash), gains on NSFNET and
+    GEANT2 after 9 generations: seed 0 +1.04 and +0.58, 1 +8.62 and +6.17, 2 +1.68 and
+    +2.85, 3 +2.32 and +1.99, 4 +5.03 and +7.02; so 4 of 5 past +1.5 and +1.0. A seed
+    that starts near 15 (seed 0) gains little in so few generations of 16 pairs.
     """
-    gains = [mixed_es_gains(seed) for seed in range(3)]
-    improved = sum(nsfnet > 2.0 and geant2 > 1.0 for nsfnet, geant2 in gains)
-    assert improved >= 2, gains
+    gains = [mixed_es_gains(seed) for seed in range(5)]
+    improved = sum(nsfnet > 1.5 and geant2 > 1.0 for nsfnet, geant2 in gains)
+    assert improved >= 3, gains
 
 
 def test_a_router_of_a_family_scores_held_out_topologies():
