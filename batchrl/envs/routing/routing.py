@@ -184,14 +184,14 @@ class Routing(InGraphEnv):
         accepted = tf.reduce_all(remaining >= 0, axis=1)  # [B]
         self.capacities.assign(tf.where(accepted[:, None], remaining, self.capacities))
         reward = tf.where(accepted, self.demand / MAX_DEMAND, 0.0)  # [B]
-        demand, source, destination = self._draw(tf.range(self._batch_size))  # [B] each
+        demand, source, destination = self._draw()  # [B] each
         self.demand.assign(tf.where(accepted, demand, self.demand))
         self.source.assign(tf.where(accepted, source, self.source))
         self.destination.assign(tf.where(accepted, destination, self.destination))
         elapsed = self.elapsed + 1  # [B]
         self.elapsed.assign(elapsed)
         truncated = tf.logical_and(self.max_episode_steps > 0, elapsed >= self.max_episode_steps)
-        return self._observ(tf.range(self._batch_size)), reward, ~accepted, truncated
+        return self._observ(), reward, ~accepted, truncated
 
     def _reset(self, indices):
         rows = indices[:, None]
@@ -205,31 +205,37 @@ class Routing(InGraphEnv):
         self.elapsed.scatter_nd_update(rows, tf.zeros_like(indices))
         return self._observ(indices)
 
-    def _observ(self, indices):
-        """The observations [K, L + 3] (mixed: + 1) of the networks at `indices` [K]."""
+    def _observ(self, indices=None):
+        """The observations [K, L + 3] (mixed: + 1) of the networks at `indices` [K] (all
+        B when None: the step reads whole variables, as gathers by `tf.range` cost XLA a
+        copy each)."""
+        pick = (lambda x: x) if indices is None else (lambda x: tf.gather(x, indices))
         parts = [
-            tf.gather(self.capacities, indices),
-            tf.gather(self.demand, indices)[:, None],
-            tf.cast(tf.gather(self.source, indices), tf.float32)[:, None],
-            tf.cast(tf.gather(self.destination, indices), tf.float32)[:, None],
+            pick(self.capacities),
+            pick(self.demand)[:, None],
+            tf.cast(pick(self.source), tf.float32)[:, None],
+            tf.cast(pick(self.destination), tf.float32)[:, None],
         ]
         if self.mixed:
-            parts.append(tf.cast(tf.gather(self.topology_index, indices), tf.float32)[:, None])
+            parts.append(tf.cast(pick(self.topology_index), tf.float32)[:, None])
         return tf.concat(parts, 1)
 
-    def _draw(self, indices):
-        """Draws the next demand, source and destination [K] of the networks at `indices`.
+    def _draw(self, indices=None):
+        """Draws the next demand, source and destination [K] of the networks at `indices`
+        (all B when None; the step draws for all, without gathers or a scatter).
 
         One uniform integer x in [0, 3 N (N - 1)) per network codes the demand size
         x mod 3 and the ordered pair x div 3 = s (N - 1) + t', with t = t' + [t' >= s];
         N is the network's own topology's. x is `stream_hash(stream_seed, stream, draw)`
         mod 3 N (N - 1), for the whole batch at once.
         """
-        draws = tf.gather(self.draws, indices)  # [K]
-        streams = tf.gather(self.streams, indices)  # [K]
-        topology = tf.gather(self.topology_index, indices)  # [K]
+        pick = (lambda x: x.read_value()) if indices is None else (lambda x: tf.gather(x, indices))
+        draws, streams, topology = pick(self.draws), pick(self.streams), pick(self.topology_index)
         num_nodes = tf.gather(self._node_counts, topology)  # [K]
-        self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
+        if indices is None:
+            self.draws.assign_add(tf.ones_like(draws))
+        else:
+            self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
         outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)  # [K]
         bits = stream_hash(self.stream_seed.read_value(), streams, draws)  # [K] uint32
         code = tf.cast(tf.cast(bits, tf.int64) % tf.cast(outcomes, tf.int64), tf.int32)
