@@ -15,14 +15,14 @@ class TopologySet:
     """T topologies padded to the largest: the arrays a mixed batch gathers from.
 
     Why padding: a batch of networks is a set of tensors of one shape, [B, L] capacities
-    and [B, K, L] path marks, so that one XLA program steps them all. Ragged tensors
-    would save the padded links of the smaller topologies, but XLA compiles no ragged
-    ops, and the graph network would have to batch graphs of different sizes anyway. So
-    every topology gets the largest one's N nodes and L links: topology t's nodes are
-    0..N_t - 1 and its links 0..L_t - 1, as in its own `Topology`; the links L_t..L - 1
-    have capacity 0 and lie on no path, so they never limit a path (0 >= 0) and
-    contribute zeros to every observation. NSFNET (42 links) padded to GEANT2's 74 costs
-    the NSFNET networks of a mixed batch 32 links of work each.
+    and the paths' masks [B, K, L] (`PathMasks`), so that one XLA program steps them
+    all. Ragged tensors would save the padded links of the smaller topologies, but XLA
+    compiles no ragged ops, and the graph network would have to batch graphs of
+    different sizes anyway. So every topology gets the largest one's N nodes and L
+    links: topology t's nodes are 0..N_t - 1 and its links 0..L_t - 1, as in its own
+    `Topology`; the links L_t..L - 1 have capacity 0 and lie on no path, so they never
+    limit a path (0 >= 0) and read zeros in every observation. NSFNET (42 links) padded
+    to GEANT2's 74 costs the NSFNET networks of a mixed batch 32 links of work each.
 
     Attributes:
       topologies: the T topologies, in order; their index is the topology index of an
