@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from batchrl.envs.routing.observation import DEMANDS, observ_size, split_observ
 from batchrl.envs.routing.path_masks import PathMasks
-from batchrl.envs.routing.topology import Topology, load_topology
-from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
+from batchrl.envs.routing.topology import Topology
+from batchrl.envs.routing.topology_set import TopologySet, resolve_topology
 
 
 class RoutingGraphFeatures:
@@ -41,10 +41,7 @@ class RoutingGraphFeatures:
           file or a networkx graph): the environment's; or a list of them, or a
           `TopologySet`, for a mixed batch.
         """
-        if isinstance(topology, list | tuple):
-            topology = make_topology_set(topology)
-        elif not isinstance(topology, Topology | TopologySet):
-            topology = load_topology(topology)
+        topology = resolve_topology(topology)
         self.topology = topology
         self.name = topology.name
         self.num_vertices = topology.num_links

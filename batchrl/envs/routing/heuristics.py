@@ -9,18 +9,14 @@ import tensorflow as tf
 from batchrl.core import Algorithm
 from batchrl.envs.routing.observation import split_observ
 from batchrl.envs.routing.path_masks import PathMasks
-from batchrl.envs.routing.topology import Topology, load_topology
-from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
+from batchrl.envs.routing.topology import Topology
+from batchrl.envs.routing.topology_set import TopologySet, resolve_topology
 
 
 def path_masks(topology: str | Topology | TopologySet | Sequence) -> PathMasks:
     """The `PathMasks` of a topology: a `Topology`, what `load_topology` loads, or a list
     of them (or a `TopologySet`) for a mixed batch."""
-    if isinstance(topology, list | tuple):
-        topology = make_topology_set(topology)
-    elif not isinstance(topology, Topology | TopologySet):
-        topology = load_topology(topology)
-    return PathMasks(topology)
+    return PathMasks(resolve_topology(topology))
 
 
 def _split(observ: tf.Tensor, masks: PathMasks):

@@ -94,3 +94,13 @@ def make_topology_set(topologies: Sequence[str | Topology]) -> TopologySet:
         link_mask=link_mask,
         path_links=path_links,
     )
+
+
+def resolve_topology(topology) -> Topology | TopologySet:
+    """A `Topology`, or the `TopologySet` of a list of them (a mixed batch): takes what
+    `load_topology` loads, a `Topology`, a list or tuple of either, or a `TopologySet`."""
+    if isinstance(topology, list | tuple):
+        return make_topology_set(topology)
+    if isinstance(topology, Topology | TopologySet):
+        return topology
+    return load_topology(topology)
