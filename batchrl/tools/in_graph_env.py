@@ -140,6 +140,27 @@ class InGraphEnv(tf.Module, abc.ABC):
         self.episode_length.scatter_nd_update(rows, tf.zeros_like(indices))
         return observ
 
+    def reset_where(self, mask: tf.Tensor) -> None:
+        """Resets the environments where `mask` is true, as `reset` of their indices does.
+
+        `simulate` resets this way. The batch variables are updated with selects over the
+        whole batch, not with scatters by a dynamic number of indices, and an environment
+        in TensorFlow ops that overrides `_reset_where` draws its new episodes without
+        gathers either: under XLA, that made the routing twin's `simulate` faster
+        (docs/lab-log.md, 2026-11-27).
+
+        Args:
+          mask: bool Tensor [B], the environments to reset.
+        """
+        mask = tf.convert_to_tensor(mask, tf.bool)
+        observ = self._reset_where(mask)  # [B, ...]
+        rows = tf.reshape(mask, [-1] + [1] * (len(self.observ.shape) - 1))  # [B, 1, ...]
+        self.observ.assign(tf.where(rows, observ, self.observ))
+        for variable in (self.reward, self.terminated, self.truncated, self.done):
+            variable.assign(tf.where(mask, tf.zeros_like(variable), variable))
+        self.episode_return.assign(tf.where(mask, 0.0, self.episode_return))
+        self.episode_length.assign(tf.where(mask, 0, self.episode_length))
+
     @abc.abstractmethod
     def _step(self, action: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """Returns observ [B, ...] float32, reward [B] float32, terminated [B], truncated [B]."""
@@ -147,3 +168,22 @@ class InGraphEnv(tf.Module, abc.ABC):
     @abc.abstractmethod
     def _reset(self, indices: tf.Tensor) -> tf.Tensor:
         """Resets the environments at int32 `indices` [K]; returns observ [K, ...] float32."""
+
+    def _reset_where(self, mask: tf.Tensor) -> tf.Tensor:
+        """Resets the environments where `mask` [B] is true; returns observ [B, ...] with
+        their first observations (the other rows are not read). By default, `_reset` of
+        their indices; an environment in TensorFlow ops may do it over the whole batch."""
+        indices = mask_indices(mask)  # [K]
+        return tf.tensor_scatter_nd_update(self.observ, indices[:, None], self._reset(indices))
+
+
+def mask_indices(mask: tf.Tensor) -> tf.Tensor:
+    """The int32 indices [K] where the bool vector `mask` [B] is true.
+
+    For a batch of one, the answer is [0] whenever it is not empty (callers such as
+    `simulate` ask only then), and a static shape spares XLA's dynamic padder, which fails
+    on stacks of vectors whose dynamic length is at most 1.
+    """
+    if mask.shape[0] == 1:
+        return tf.zeros([1], tf.int32)
+    return tf.cast(tf.where(mask)[:, 0], tf.int32)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.parts import summary
+from batchrl.tools.in_graph_env import mask_indices
 
 
 def simulate(
@@ -13,7 +14,7 @@ def simulate(
     """Runs `steps` batched environment steps driven by `algo`.
 
     Each step resets the environments whose episode ended (all of them in the first step
-    when `reset` is true), calls `algo.begin_episodes` for them, `algo.perform` for all,
+    when `reset` is true; `batch_env.reset_where`, by mask), calls `algo.begin_episodes` for them, `algo.perform` for all,
     steps the environments, calls `algo.experience` with the transitions, and
     `algo.end_episodes` for the environments whose episode ended in this step.
     `begin_episodes` and `end_episodes` are only called with at least one index. Episodes
@@ -60,14 +61,14 @@ def simulate(
         in_order = _InOrder(step)
         with tf.summary.record_if(log):
             reset_mask = tf.logical_or(batch_env.done, tf.logical_and(reset, step == 0))  # [B]
-            in_order(_if_any, reset_mask, lambda: _begin(batch_env, algo, _indices(reset_mask)))
+            in_order(_if_any, reset_mask, lambda: _begin(batch_env, algo, reset_mask))
             observ = in_order(batch_env.observ.read_value)  # [B, ...]
             action = in_order(algo.perform, all_indices, observ)  # [B, ...]
             next_observ, reward, terminated, truncated = in_order(batch_env.step, action)
             transition = (observ, action, reward, terminated, truncated, next_observ)
             in_order(algo.experience, all_indices, *transition)
             done_mask = tf.logical_or(terminated, truncated)  # [B]
-            in_order(_if_any, done_mask, lambda: algo.end_episodes(_indices(done_mask)))
+            in_order(_if_any, done_mask, lambda: algo.end_episodes(mask_indices(done_mask)))
         ended_return = tf.where(done_mask, batch_env.episode_return, 0.0)  # [B]
         ended_length = tf.where(done_mask, batch_env.episode_length, 0)  # [B]
         return (
@@ -133,10 +134,10 @@ def needs_autograph(batch_env, algo) -> bool:
     return bool(getattr(batch_env, "autograph", True) or getattr(algo, "autograph", True))
 
 
-def _begin(batch_env, algo, indices):
-    in_order = _InOrder(indices)
-    in_order(batch_env.reset, indices)
-    in_order(algo.begin_episodes, indices)
+def _begin(batch_env, algo, mask):
+    in_order = _InOrder(mask)
+    in_order(batch_env.reset_where, mask)
+    in_order(algo.begin_episodes, mask_indices(mask))
 
 
 class _InOrder:
@@ -175,14 +176,3 @@ def _if_any(mask, fn):
         fn()
 
     tf.cond(tf.reduce_any(mask), call, lambda: None)
-
-
-def _indices(mask):
-    """The int32 indices [K] where the bool vector `mask` [B] is true; K > 0.
-
-    For a batch of one, the answer inside `_if_any` is always [0], and a static shape spares
-    XLA's dynamic padder, which fails on stacks of vectors whose dynamic length is at most 1.
-    """
-    if mask.shape[0] == 1:
-        return tf.zeros([1], tf.int32)
-    return tf.cast(tf.where(mask)[:, 0], tf.int32)

@@ -51,6 +51,28 @@ def test_reset_of_some_indices_leaves_others():
     assert env.reset(tf.zeros([0], tf.int32)).shape == (0, 2)
 
 
+def test_reset_where_equals_reset_of_its_indices():
+    """The default `reset_where` (an environment without `_reset_where`): `_reset` of the
+    mask's indices, and the batch variables updated by selects."""
+    batches = []
+    for reset in ("indices", "mask"):
+        envs = [MockEnvironment(min_duration=9, max_duration=9) for _ in range(4)]
+        env = InGraphBatchEnv(BatchEnv(envs, blocking=True))
+        env.reset()
+        env.step(tf.zeros([4, 1]))
+        env.step(tf.zeros([4, 1]))
+        if reset == "indices":
+            env.reset(tf.constant([1, 3]))
+        else:
+            env.reset_where(tf.constant([False, True, False, True]))
+        batches.append(env)
+    for name in ("observ", "reward", "terminated", "truncated", "done", "episode_return"):
+        by_indices, by_mask = (getattr(env, name).numpy() for env in batches)
+        np.testing.assert_array_equal(by_mask, by_indices, err_msg=name)
+    np.testing.assert_array_equal(batches[1].episode_length.numpy(), [2, 0, 2, 0])
+    np.testing.assert_array_equal(batches[1].observ.numpy()[:, 0], [2, 0, 2, 0])
+
+
 def test_non_finite_observation_names_the_environment():
     envs = [MockEnvironment(min_duration=9, max_duration=9), NanEnv(min_duration=9, max_duration=9)]
     env = InGraphBatchEnv(BatchEnv(envs, blocking=True))

@@ -175,7 +175,7 @@ class Routing(InGraphEnv):
         self.demand.scatter_nd_update(rows, tf.convert_to_tensor(demand, tf.float32))
         self.source.scatter_nd_update(rows, tf.convert_to_tensor(source, tf.int32))
         self.destination.scatter_nd_update(rows, tf.convert_to_tensor(destination, tf.int32))
-        self.observ.scatter_nd_update(rows, self._observ(rows[:, 0]))
+        self.observ.assign(self._observ())
 
     def _step(self, action):
         path = [self.topology_index, self.source, self.destination, action]
@@ -194,50 +194,51 @@ class Routing(InGraphEnv):
         return self._observ(), reward, ~accepted, truncated
 
     def _reset(self, indices):
-        rows = indices[:, None]
-        topology = tf.gather(self.streams, indices) % self._num_topologies  # [K]
-        self.topology_index.scatter_nd_update(rows, topology)
-        self.capacities.scatter_nd_update(rows, tf.gather(self._full, topology))  # [K, L]
-        demand, source, destination = self._draw(indices)  # [K] each
-        self.demand.scatter_nd_update(rows, demand)
-        self.source.scatter_nd_update(rows, source)
-        self.destination.scatter_nd_update(rows, destination)
-        self.elapsed.scatter_nd_update(rows, tf.zeros_like(indices))
-        return self._observ(indices)
+        mask = tf.scatter_nd(indices[:, None], tf.ones_like(indices), [self._batch_size]) > 0
+        return tf.gather(self._reset_where(mask), indices)
 
-    def _observ(self, indices=None):
-        """The observations [K, L + 3] (mixed: + 1) of the networks at `indices` [K] (all
-        B when None: the step reads whole variables, as gathers by `tf.range` cost XLA a
-        copy each)."""
-        pick = (lambda x: x) if indices is None else (lambda x: tf.gather(x, indices))
+    def _reset_where(self, mask):
+        """Starts new episodes where `mask` [B] is true, with selects over the whole batch
+        (under XLA, cheaper than gathers and scatters by a dynamic number of indices)."""
+        topology = tf.where(mask, self.streams % self._num_topologies, self.topology_index)
+        self.topology_index.assign(topology)
+        full = tf.gather(self._full, topology)  # [B, L]
+        self.capacities.assign(tf.where(mask[:, None], full, self.capacities))
+        demand, source, destination = self._draw(mask)  # [B] each
+        self.demand.assign(tf.where(mask, demand, self.demand))
+        self.source.assign(tf.where(mask, source, self.source))
+        self.destination.assign(tf.where(mask, destination, self.destination))
+        self.elapsed.assign(tf.where(mask, 0, self.elapsed))
+        return self._observ()
+
+    def _observ(self):
+        """The observations [B, L + 3] (mixed: + 1) of the current state."""
         parts = [
-            pick(self.capacities),
-            pick(self.demand)[:, None],
-            tf.cast(pick(self.source), tf.float32)[:, None],
-            tf.cast(pick(self.destination), tf.float32)[:, None],
+            self.capacities.read_value(),
+            self.demand[:, None],
+            tf.cast(self.source, tf.float32)[:, None],
+            tf.cast(self.destination, tf.float32)[:, None],
         ]
         if self.mixed:
-            parts.append(tf.cast(pick(self.topology_index), tf.float32)[:, None])
+            parts.append(tf.cast(self.topology_index, tf.float32)[:, None])
         return tf.concat(parts, 1)
 
-    def _draw(self, indices=None):
-        """Draws the next demand, source and destination [K] of the networks at `indices`
-        (all B when None; the step draws for all, without gathers or a scatter).
+    def _draw(self, mask=None):
+        """Draws the next demand, source and destination [B] of every network, and counts
+        the draw of those where `mask` [B] is true (of all when None): the step and the
+        resets draw for the whole batch, without gathers or scatters.
 
         One uniform integer x in [0, 3 N (N - 1)) per network codes the demand size
         x mod 3 and the ordered pair x div 3 = s (N - 1) + t', with t = t' + [t' >= s];
         N is the network's own topology's. x is `stream_hash(stream_seed, stream, draw)`
         mod 3 N (N - 1), for the whole batch at once.
         """
-        pick = (lambda x: x.read_value()) if indices is None else (lambda x: tf.gather(x, indices))
-        draws, streams, topology = pick(self.draws), pick(self.streams), pick(self.topology_index)
-        num_nodes = tf.gather(self._node_counts, topology)  # [K]
-        if indices is None:
-            self.draws.assign_add(tf.ones_like(draws))
-        else:
-            self.draws.scatter_nd_add(indices[:, None], tf.ones_like(indices))
-        outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)  # [K]
-        bits = stream_hash(self.stream_seed.read_value(), streams, draws)  # [K] uint32
+        draws = self.draws.read_value()
+        num_nodes = tf.gather(self._node_counts, self.topology_index)  # [B]
+        count = tf.ones_like(draws) if mask is None else tf.cast(mask, tf.int32)
+        self.draws.assign_add(count)
+        outcomes = len(DEMANDS) * num_nodes * (num_nodes - 1)  # [B]
+        bits = stream_hash(self.stream_seed.read_value(), self.streams, draws)  # [B] uint32
         code = tf.cast(tf.cast(bits, tf.int64) % tf.cast(outcomes, tf.int64), tf.int32)
         demand = tf.gather(self._demands, code % len(DEMANDS))
         pair = code // len(DEMANDS)

@@ -183,6 +183,29 @@ def test_reset_of_a_subset_changes_only_those_rows():
     assert env.draws.numpy().tolist() == [4, 5, 5, 4]
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_reset_where_is_reset_of_the_masks_indices(jit):
+    """simulate resets by mask, with selects over the whole batch: the same as by indices."""
+    by_indices, by_mask = (Routing(6, seed=5, topology=["nsfnet", "geant2"]) for _ in range(2))
+    mask = tf.constant([True, False, True, True, False, False])
+    reset_where = tf.function(by_mask.reset_where, jit_compile=True) if jit else by_mask.reset_where
+    for env in (by_indices, by_mask):
+        env.reset()
+        for action in ([0, 1, 2, 3, 0, 1], [3, 3, 2, 1, 0, 0]):
+            env.step(action)
+    by_indices.reset(tf.constant([0, 2, 3]))
+    reset_where(mask)
+    names = ["observ", "reward", "terminated", "truncated", "done", "episode_return"]
+    names += ["episode_length", "capacities", "topology_index", "demand", "source"]
+    names += ["destination", "elapsed", "draws"]
+    for name in names:
+        np.testing.assert_array_equal(
+            getattr(by_mask, name).numpy(), getattr(by_indices, name).numpy(), err_msg=name
+        )
+    assert by_mask.elapsed.numpy().tolist() == [0, 2, 0, 0, 2, 2]
+    assert by_mask.draws.numpy().tolist() == [4, 3, 4, 4, 3, 3]
+
+
 def test_time_limit():
     env = Routing(2, max_episode_steps=2)
     env.reset()
