@@ -56,6 +56,9 @@ class InGraphEnv(tf.Module, abc.ABC):
     # Whether `_step` and `_reset` need autograph (Python `if` on tensors); see
     # `batchrl.core.Algorithm.autograph`.
     autograph: bool = True
+    # Whether the subclass implements `_reset_where`, a reset by mask over the whole
+    # batch, which `reset_where` then uses (see there).
+    resets_by_mask: bool = False
 
     def __init__(
         self,
@@ -143,16 +146,21 @@ class InGraphEnv(tf.Module, abc.ABC):
     def reset_where(self, mask: tf.Tensor) -> None:
         """Resets the environments where `mask` is true, as `reset` of their indices does.
 
-        `simulate` resets this way. The batch variables are updated with selects over the
-        whole batch, not with scatters by a dynamic number of indices, and an environment
-        in TensorFlow ops that overrides `_reset_where` draws its new episodes without
-        gathers either: under XLA, that made the routing twin's `simulate` faster
-        (docs/lab-log.md, 2026-11-27).
+        `simulate` resets this way. An environment that implements `_reset_where` (and
+        sets `resets_by_mask`) starts the new episodes with selects over the whole batch,
+        and the batch variables are updated the same way, without gathers and scatters by
+        a dynamic number of indices; under XLA that made the routing twin's `simulate`
+        1.2x to 1.6x faster (docs/lab-log.md, 2026-11-27). The others reset by indices:
+        the classic-control ports draw each new episode's noise by its index, and by mask
+        CartPole-v1 lost up to a fifth of its steps per second.
 
         Args:
           mask: bool Tensor [B], the environments to reset.
         """
         mask = tf.convert_to_tensor(mask, tf.bool)
+        if not self.resets_by_mask:
+            self.reset(mask_indices(mask))
+            return
         observ = self._reset_where(mask)  # [B, ...]
         rows = tf.reshape(mask, [-1] + [1] * (len(self.observ.shape) - 1))  # [B, 1, ...]
         self.observ.assign(tf.where(rows, observ, self.observ))
@@ -171,10 +179,9 @@ class InGraphEnv(tf.Module, abc.ABC):
 
     def _reset_where(self, mask: tf.Tensor) -> tf.Tensor:
         """Resets the environments where `mask` [B] is true; returns observ [B, ...] with
-        their first observations (the other rows are not read). By default, `_reset` of
-        their indices; an environment in TensorFlow ops may do it over the whole batch."""
-        indices = mask_indices(mask)  # [K]
-        return tf.tensor_scatter_nd_update(self.observ, indices[:, None], self._reset(indices))
+        their first observations (the other rows are not read). Optional: see
+        `resets_by_mask`."""
+        raise NotImplementedError(f"{type(self).__name__} does not reset by mask.")
 
 
 def mask_indices(mask: tf.Tensor) -> tf.Tensor:

@@ -14,9 +14,10 @@ def simulate(
     """Runs `steps` batched environment steps driven by `algo`.
 
     Each step resets the environments whose episode ended (all of them in the first step
-    when `reset` is true; `batch_env.reset_where`, by mask), calls `algo.begin_episodes` for them, `algo.perform` for all,
-    steps the environments, calls `algo.experience` with the transitions, and
-    `algo.end_episodes` for the environments whose episode ended in this step.
+    when `reset` is true; `batch_env.reset_where`, by mask), calls `algo.begin_episodes`
+    for them, `algo.perform` for all, steps the environments, calls `algo.experience`
+    with the transitions, and `algo.end_episodes` for the environments whose episode
+    ended in this step.
     `begin_episodes` and `end_episodes` are only called with at least one index. Episodes
     interrupted by `reset` are dropped from the statistics and get no `end_episodes` call.
     Inside a graph too, each of these calls runs after every side effect of the one before,

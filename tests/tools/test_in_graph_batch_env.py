@@ -52,8 +52,7 @@ def test_reset_of_some_indices_leaves_others():
 
 
 def test_reset_where_equals_reset_of_its_indices():
-    """The default `reset_where` (an environment without `_reset_where`): `_reset` of the
-    mask's indices, and the batch variables updated by selects."""
+    """`reset_where` of an environment without `_reset_where` resets by indices."""
     batches = []
     for reset in ("indices", "mask"):
         envs = [MockEnvironment(min_duration=9, max_duration=9) for _ in range(4)]

@@ -58,6 +58,8 @@ class Routing(InGraphEnv):
     alone on the same stream.
     """
 
+    resets_by_mask = True
+
     def __init__(
         self,
         batch_size: int,
