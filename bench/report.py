@@ -26,6 +26,10 @@ average before and after, versions and commit, so that `--write` can assemble th
   (bench/apex_scaling.py, about 3 minutes).
 - `minatar` (only when named): MinAtar Breakout after 180 s of training, Ape-X beside DQN
   and IMPALA, seeds 0 to 2 (bench/minatar_budget.py, about 40 minutes).
+- `twin` (only when named): the routing environment's steps per second in TensorFlow ops
+  against the routing paper's own environment code, both on one core (`taskset -c 0`
+  where there is taskset; bench/routing_twin.py --intra-op-threads 1, about 5 minutes;
+  it needs the reference's snapshot and Python 3.6 venv, see that script).
 
 Timings are only comparable within a row: run nothing else on the machine meanwhile.
 """
@@ -39,6 +43,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -200,11 +205,12 @@ def markdown_presets(result: dict) -> list[str]:
     return lines
 
 
-def _bench(script: str, *args: str) -> dict:
-    """Runs bench/<script> with `--json`; its saved results."""
+def _bench(script: str, *args: str, prefix: tuple[str, ...] = ()) -> dict:
+    """Runs bench/<script> with `--json` (after the command words `prefix`); its results."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "out.json"
-        command = [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(path)]
+        script = str(ROOT / "bench" / script)
+        command = [*prefix, sys.executable, script, *args, "--json", str(path)]
         subprocess.run(command, check=True, timeout=7200, stdout=sys.stderr)
         return json.loads(path.read_text())
 
@@ -379,6 +385,35 @@ def markdown_minatar(result: dict) -> list[str]:
     ]
 
 
+def row_twin(args) -> dict:
+    prefix = ("taskset", "-c", "0") if shutil.which("taskset") else ()
+    arguments = ("--intra-op-threads", "1")
+    words = [*prefix, "python", "bench/routing_twin.py", *arguments]
+    return {
+        "command": f"python bench/report.py --rows twin (runs {' '.join(words)})",
+        "results": _bench("routing_twin.py", *arguments, prefix=prefix),
+    }
+
+
+def markdown_twin(result: dict) -> list[str]:
+    parts = []
+    for topology, policies in result["results"]["batchrl"].items():
+        reference = result["results"]["reference"][topology]
+        size, best = max(policies["random"].items(), key=lambda item: item[1]["steps_per_s"])
+        rate, env = best["steps_per_s"], reference["env"]["steps_per_s"]
+        observe = reference["observe"]["steps_per_s"]
+        parts.append(
+            f"{topology.upper()} ({reference['links']} links) **{rate / env:.0f}x**: "
+            f"{rate:,.0f} steps/s (B = {int(size):,}) against {env:,.0f} "
+            f"({rate / observe:.0f}x its step with its agent's observation, {observe:,.0f})"
+        )
+    return [
+        "| The routing twin in TensorFlow ops (XLA, random paths, best batch size) vs the "
+        "routing paper's own environment's step (DRL-ES-OTN, unchanged, Python 3.6), one "
+        f"core each | {'; '.join(parts)} |"
+    ]
+
+
 ROWS = {
     "presets": (row_presets, markdown_presets),
     "sb3": (row_sb3, markdown_sb3),
@@ -386,9 +421,11 @@ ROWS = {
     "random": (row_random, markdown_random),
     "apex": (row_apex, markdown_apex),
     "minatar": (row_minatar, markdown_minatar),
+    "twin": (row_twin, markdown_twin),
 }
-# Rows that `--rows` must name: minutes of quiet cores each (minatar about 40).
-LONG_ROWS = ("apex", "minatar")
+# Rows that `--rows` must name: minutes of quiet cores each (minatar about 40), or a
+# reference that only bench/routing_twin.py's setup provides (twin).
+LONG_ROWS = ("apex", "minatar", "twin")
 
 
 def save(name: str, result: dict) -> None:

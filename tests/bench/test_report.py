@@ -1,0 +1,28 @@
+"""bench/report.py: the twin's row from hand-made results."""
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "bench"
+
+
+def load_report(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # report.py imports bench/medians.py.
+    spec = importlib.util.spec_from_file_location("report", BENCH / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_twin_row_divides_the_best_random_rate_by_the_references_step(monkeypatch):
+    report = load_report(monkeypatch)
+    random = {"1": {"steps_per_s": 250_000.0}, "4096": {"steps_per_s": 11_000_000.0}}
+    sap = {"4096": {"steps_per_s": 20_000_000.0}}  # Not the row's policy: ignored.
+    reference = {"links": 42, "env": {"steps_per_s": 100_000.0}}
+    reference["observe"] = {"steps_per_s": 25_000.0}
+    results = {"batchrl": {"nsfnet": {"random": random, "sap": sap}}}
+    results["reference"] = {"nsfnet": reference}
+    [row] = report.markdown_twin({"results": results})
+    assert "NSFNET (42 links) **110x**: 11,000,000 steps/s (B = 4,096) against 100,000" in row
+    assert "(440x its step with its agent's observation, 25,000)" in row
+    assert "twin" in report.LONG_ROWS  # Only when named: it needs the reference set up.
