@@ -136,6 +136,7 @@ def needs_autograph(batch_env, algo) -> bool:
 
 
 def _begin(batch_env, algo, mask):
+    mask = tf.identity(mask)  # In the graph of the cond's branch, which `_InOrder` orders.
     in_order = _InOrder(mask)
     in_order(batch_env.reset_where, mask)
     in_order(algo.begin_episodes, mask_indices(mask))
