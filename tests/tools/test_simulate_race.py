@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from batchrl.core import Algorithm
+from batchrl.envs.routing import Heuristic, Routing
 from batchrl.testing import MockAlgorithm, MockEnvironment
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.external_process import ExternalProcess
@@ -111,15 +112,13 @@ def test_algorithm_and_environment_calls_run_in_program_order():
     assert int(algo.calls) == 4 * 80
 
 
-class ReadsElapsedAtBegin(Algorithm):
-    """Acts with path 0; at `begin_episodes`, notes the new episodes' `elapsed` from Python.
-
-    The note is a `tf.numpy_function` with no inputs, so only `simulate`'s ordering makes
-    it run after the reset's variable writes.
-    """
+class ReadsElapsedAtBegin(Heuristic):
+    """Path 0; `begin_episodes` notes the new episodes' `elapsed` from Python, in a
+    `tf.numpy_function` with no inputs, so only `simulate`'s ordering makes it run after
+    the reset's variable writes."""
 
     def __init__(self, env, seen):
-        super().__init__()
+        super().__init__("shortest")
         self._env, self._seen = env, seen
 
     def begin_episodes(self, agent_indices):
@@ -129,21 +128,11 @@ class ReadsElapsedAtBegin(Algorithm):
 
         tf.numpy_function(note, [agent_indices], tf.int32)
 
-    def perform(self, agent_indices, observ):
-        return tf.zeros_like(agent_indices)
-
-    def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
-        pass
-
-    def end_episodes(self, agent_indices):
-        pass
-
 
 def test_begin_episodes_runs_after_a_reset_by_mask():
-    from batchrl.envs.routing import Routing
-
     env = Routing(8, seed=1)
     seen = []
-    run = tf.function(lambda: simulate(env, ReadsElapsedAtBegin(env, seen), steps=200))
+    algo = ReadsElapsedAtBegin(env, seen)
+    run = tf.function(lambda: simulate(env, algo, steps=200))
     assert int(run()["episodes"]) > 8  # Path 0 fills up: episodes end and restart.
     assert len(seen) > 1 and all((elapsed == 0).all() for elapsed in seen)
