@@ -23,15 +23,13 @@ NOISE = "algo/strategy/_drawn/noise/"
 GENERATION = "algo/strategy/_drawn/generation/"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", help="checkpoint prefix (ckpt-N)")
-    parser.add_argument("target", help="prefix of the copy")
-    args = parser.parse_args()
-    reader = tf.train.load_checkpoint(args.source)
+def slim(source: str, target: str) -> int:
+    """Writes `target`, a copy of checkpoint `source` whose ES noise is zeros and whose
+    `_drawn/generation` is -1; returns the number of tensors written."""
+    reader = tf.train.load_checkpoint(source)
     dtypes = reader.get_variable_to_dtype_map()
     if not any(name.startswith(NOISE) for name in dtypes):
-        raise SystemExit(f"{args.source} has no {NOISE}: not an ES checkpoint.")
+        raise SystemExit(f"{source} has no {NOISE}: not an ES checkpoint.")
     names = sorted(dtypes)
     tensors = []
     for name in names:
@@ -42,9 +40,18 @@ def main():
             value = np.full_like(value, -1)
         tensors.append(tf.constant(value, dtype=dtypes[name]))
     tf.raw_ops.SaveV2(
-        prefix=args.target, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors
+        prefix=target, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors
     )
-    print(f"wrote {args.target}: {len(names)} tensors")
+    return len(names)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", help="checkpoint prefix (ckpt-N)")
+    parser.add_argument("target", help="prefix of the copy")
+    args = parser.parse_args()
+    count = slim(args.source, args.target)
+    print(f"wrote {args.target}: {count} tensors")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""bench/slim_es_checkpoint.py: a run resumed from the slimmed copy equals the whole run."""
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from batchrl.config import load_run_config
+from batchrl.runners import train
+from tests.scripts.test_faults import checkpoint_values
+
+PATH = Path(__file__).parents[2] / "bench" / "slim_es_checkpoint.py"
+spec = importlib.util.spec_from_file_location("slim_es_checkpoint", PATH)
+slim_es_checkpoint = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(slim_es_checkpoint)
+
+
+def quiet(*_, **__):
+    pass
+
+
+def test_a_run_resumed_from_the_slimmed_checkpoint_equals_the_whole_run(tmp_path):
+    """cartpole_es to 300 steps, its last checkpoint slimmed into a folder of its own and
+    resumed to 600: every checkpointed variable equals the uninterrupted run's at 600."""
+    overrides = [
+        "es.population=4",
+        "es.max_episode_steps=50",
+        "es.action_noise=0.05",
+        "network.policy_layers=[8]",
+        "train.jit_compile=false",
+        "train.eval_every=0",
+        "train.checkpoint_every=100",
+    ]
+    whole = load_run_config("cartpole_es", [*overrides, "train.total_steps=600"])
+    half = load_run_config("cartpole_es", [*overrides, "train.total_steps=300"])
+    end = train(whole, tmp_path / "whole", progress=quiet)["step"]
+    stop = train(half, tmp_path / "half", progress=quiet)["step"]
+
+    shutil.copytree(tmp_path / "half", tmp_path / "slim")
+    kept = tmp_path / "slim" / "checkpoints"
+    for path in kept.glob("ckpt-*"):
+        path.unlink()
+    source, target = tmp_path / "half" / "checkpoints" / f"ckpt-{stop}", kept / f"ckpt-{stop}"
+    slim_es_checkpoint.slim(str(source), str(target))
+    (kept / "checkpoint").write_text(f'model_checkpoint_path: "ckpt-{stop}"\n')
+
+    noise = slim_es_checkpoint.NOISE + ".ATTRIBUTES/VARIABLE_VALUE"
+    generation = slim_es_checkpoint.GENERATION + ".ATTRIBUTES/VARIABLE_VALUE"
+    original, slimmed = checkpoint_values(source), checkpoint_values(target)
+    assert original.keys() == slimmed.keys()
+    assert np.any(original[noise] != 0) and not np.any(slimmed[noise])
+    assert int(original[generation]) >= 0 and int(slimmed[generation]) == -1
+    same = [
+        k for k in original if k in (noise, generation) or np.array_equal(original[k], slimmed[k])
+    ]
+    assert len(same) == len(original)
+
+    assert train(whole, tmp_path / "slim", progress=quiet)["step"] == end
+    expected = checkpoint_values(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}")
+    actual = checkpoint_values(kept / f"ckpt-{end}")
+    assert expected.keys() == actual.keys()
+    differ = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    assert not differ, differ
