@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from batchrl.config import load_run_config
 from batchrl.runners import train
+from tests.algorithms.es.test_es import whole_and_half_runs
 from tests.scripts.test_faults import checkpoint_values
 
 PATH = Path(__file__).parents[2] / "bench" / "slim_es_checkpoint.py"
@@ -23,17 +23,7 @@ def quiet(*_, **__):
 def test_a_run_resumed_from_the_slimmed_checkpoint_equals_the_whole_run(tmp_path):
     """cartpole_es to 300 steps, its last checkpoint slimmed into a folder of its own and
     resumed to 600: every checkpointed variable equals the uninterrupted run's at 600."""
-    overrides = [
-        "es.population=4",
-        "es.max_episode_steps=50",
-        "es.action_noise=0.05",
-        "network.policy_layers=[8]",
-        "train.jit_compile=false",
-        "train.eval_every=0",
-        "train.checkpoint_every=100",
-    ]
-    whole = load_run_config("cartpole_es", [*overrides, "train.total_steps=600"])
-    half = load_run_config("cartpole_es", [*overrides, "train.total_steps=300"])
+    whole, half = whole_and_half_runs()
     end = train(whole, tmp_path / "whole", progress=quiet)["step"]
     stop = train(half, tmp_path / "half", progress=quiet)["step"]
 

@@ -258,13 +258,9 @@ def test_cartpole_es_learns_through_the_train_runner(tmp_path):
     assert_k_of_n(returns, 475, k=2)
 
 
-def test_resume_continues_generations_exactly(tmp_path):
-    """Stopped after a few generations and resumed, a run equals the uninterrupted one.
-
-    Every checkpointed variable: theta, Adam's moments, the generation, the observation
-    statistics, the action-noise generator and the environments' state. Graph mode for
-    speed; the same comparison with train.jit_compile=true also matched (by hand).
-    """
+def whole_and_half_runs():
+    """A small cartpole_es run of 600 steps and the same stopped at 300, with checkpoints
+    every 100 steps and every checkpointed piece in play (action noise too)."""
     overrides = [
         "es.population=4",
         "es.max_episode_steps=50",
@@ -274,8 +270,20 @@ def test_resume_continues_generations_exactly(tmp_path):
         "train.eval_every=0",
         "train.checkpoint_every=100",
     ]
-    whole = load_run_config("cartpole_es", [*overrides, "train.total_steps=600"])
-    half = load_run_config("cartpole_es", [*overrides, "train.total_steps=300"])
+    return tuple(
+        load_run_config("cartpole_es", [*overrides, f"train.total_steps={steps}"])
+        for steps in (600, 300)
+    )
+
+
+def test_resume_continues_generations_exactly(tmp_path):
+    """Stopped after a few generations and resumed, a run equals the uninterrupted one.
+
+    Every checkpointed variable: theta, Adam's moments, the generation, the observation
+    statistics, the action-noise generator and the environments' state. Graph mode for
+    speed; the same comparison with train.jit_compile=true also matched (by hand).
+    """
+    whole, half = whole_and_half_runs()
     end = train(whole, tmp_path / "whole", progress=quiet)["step"]
     stop = train(half, tmp_path / "resumed", progress=quiet)["step"]
     assert train(whole, tmp_path / "resumed", progress=quiet)["step"] == end
