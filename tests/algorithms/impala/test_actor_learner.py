@@ -5,6 +5,7 @@ import logging
 import os
 import signal
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -212,6 +213,16 @@ def test_gaussian_importance_weights_use_the_behaviour_log_std():
     np.testing.assert_allclose(info["log_rhos"], [[-0.375 + np.log(2.0)]], rtol=1e-6)
 
 
+def built_env(actor, timeout: float = 60.0):
+    """The actor's batch environment, once its thread has built it: one update needs the
+    unrolls of some actors only, so another may still be starting its workers."""
+    deadline = time.monotonic() + timeout
+    while actor.batch_env is None:
+        assert time.monotonic() < deadline, f"the actor built no environment in {timeout} s"
+        time.sleep(0.05)
+    return actor.batch_env
+
+
 def test_a_killed_environment_worker_restarts_its_actor(caplog):
     config = async_config(["env.id=CartPole-v1", "env.processes=true"])
     _, runner = make_runner(config)
@@ -219,7 +230,7 @@ def test_a_killed_environment_worker_restarts_its_actor(caplog):
     with runner:
         runner.update()
         victim = runner.actors[0]
-        os.kill(victim.batch_env[1].pid, signal.SIGKILL)
+        os.kill(built_env(victim)[1].pid, signal.SIGKILL)
         for _ in range(200):  # Until the death is noticed; each update takes milliseconds.
             runner.update()
             if runner.restarts:
@@ -242,7 +253,7 @@ def test_too_many_failures_stop_training():
     with pytest.raises(RuntimeError, match="max_actor_restarts=0"):
         with runner:
             runner.update()
-            os.kill(runner.actors[1].batch_env[0].pid, signal.SIGKILL)
+            os.kill(built_env(runner.actors[1])[0].pid, signal.SIGKILL)
             for _ in range(200):
                 runner.update()
     assert no_actor_threads()
