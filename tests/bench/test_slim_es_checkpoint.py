@@ -7,17 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from batchrl.runners import train
-from tests.algorithms.es.test_es import whole_and_half_runs
-from tests.scripts.test_faults import checkpoint_values
+from tests.algorithms.es.test_es import quiet, whole_and_half_runs
+from tests.scripts.test_faults import checkpoint_values, differing_values
 
 PATH = Path(__file__).parents[2] / "bench" / "slim_es_checkpoint.py"
 spec = importlib.util.spec_from_file_location("slim_es_checkpoint", PATH)
 slim_es_checkpoint = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(slim_es_checkpoint)
-
-
-def quiet(*_, **__):
-    pass
 
 
 def test_a_run_resumed_from_the_slimmed_checkpoint_equals_the_whole_run(tmp_path):
@@ -38,17 +34,13 @@ def test_a_run_resumed_from_the_slimmed_checkpoint_equals_the_whole_run(tmp_path
     noise = slim_es_checkpoint.NOISE + ".ATTRIBUTES/VARIABLE_VALUE"
     generation = slim_es_checkpoint.GENERATION + ".ATTRIBUTES/VARIABLE_VALUE"
     original, slimmed = checkpoint_values(source), checkpoint_values(target)
-    assert original.keys() == slimmed.keys()
     assert np.any(original[noise] != 0) and not np.any(slimmed[noise])
     assert int(original[generation]) >= 0 and int(slimmed[generation]) == -1
-    same = [
-        k for k in original if k in (noise, generation) or np.array_equal(original[k], slimmed[k])
-    ]
-    assert len(same) == len(original)
+    differ = differing_values(original, slimmed, skip=(noise, generation))
+    assert not differ, differ
 
     assert train(whole, tmp_path / "slim", progress=quiet)["step"] == end
     expected = checkpoint_values(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}")
     actual = checkpoint_values(kept / f"ckpt-{end}")
-    assert expected.keys() == actual.keys()
-    differ = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    differ = differing_values(expected, actual)
     assert not differ, differ

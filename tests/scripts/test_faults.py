@@ -34,6 +34,13 @@ def checkpoint_values(prefix) -> dict[str, np.ndarray]:
     return {name: reader.get_tensor(name) for name in names if name not in skip}
 
 
+def differing_values(expected: dict, actual: dict, skip=()) -> list[str]:
+    """The names whose values differ between two checkpoint_values, but those in `skip`;
+    both must hold the same names."""
+    assert expected.keys() == actual.keys()
+    return [k for k in expected if k not in skip and not np.array_equal(expected[k], actual[k])]
+
+
 def test_sigterm_saves_a_checkpoint_that_matches_its_step_and_leaves_no_process(tmp_path):
     logdir = tmp_path / "run"
     code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=[], preset="debug")
@@ -170,9 +177,8 @@ def test_resume_with_environments_in_tensorflow_ops_is_exact(tmp_path):
     train(whole, tmp_path / "resumed", progress=quiet)
     expected = checkpoint_values(tmp_path / "whole" / "checkpoints" / "ckpt-256")
     actual = checkpoint_values(tmp_path / "resumed" / "checkpoints" / "ckpt-256")
-    assert expected.keys() == actual.keys()
     assert any(name.startswith("env/") for name in expected)  # The environment's state too.
-    differ = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    differ = differing_values(expected, actual)
     assert not differ, differ
 
 
