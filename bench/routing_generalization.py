@@ -8,6 +8,15 @@ topology), beside SAP and load balancing on the same episodes. Prints a Markdown
 The held-out topologies default to other Waxman graphs and to NSFNET and GEANT2.
 
     python bench/routing_generalization.py --minutes 8
+
+A run too long for one sitting trains with `routing_es.py`, which checkpoints, resumes
+and evaluates on a fixed set as it goes (the same ES, seed for seed), and this script
+scores a checkpoint of it (`--checkpoint`, the run's folder or its `best/`) instead of
+training:
+
+    python bench/routing_es.py --config mixed_es --seed 0 --minutes 300 --eval-every 10 \
+        --checkpoints DIR --out es_waxman_s0.json "env.topologies=[waxman-10-s0, ...]"
+    python bench/routing_generalization.py --checkpoint DIR/best
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from routing_heuristics import evaluate as heuristic_returns
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
 from batchrl.networks.graph import GraphPopulation
+from batchrl.training.checkpoints import Checkpoints
 
 TRAIN = [f"waxman-{n}-s{seed}" for n in (10, 20, 30, 40, 50) for seed in (0, 1)]
 TEST = [f"waxman-{n}-s100" for n in (15, 25, 35, 45)] + ["nsfnet", "geant2"]
@@ -44,6 +54,35 @@ def router_returns(theta, network, topology, episodes: int, seed: int) -> np.nda
     return evaluator._recorder.first_episodes()[0].numpy()
 
 
+def restore(algo, folder: str) -> int:
+    """Restores ES `algo` from the newest checkpoint in `folder` (one that
+    `routing_es.py --checkpoints` wrote, or its `best/`); returns its generation."""
+    prefix = Checkpoints(tf.train.Checkpoint(algo=algo), folder).restore(print)
+    if prefix is None:
+        raise SystemExit(
+            f"--checkpoint {folder}: no checkpoint there (ckpt-N files); give the folder "
+            "that routing_es.py --checkpoints wrote, or its best/."
+        )
+    return int(prefix.rpartition("-")[2])
+
+
+def train(trainer, generations: int, minutes: float) -> tuple[int, float]:
+    """Runs `trainer` for `generations` or `minutes` of training time, whichever ends
+    first, printing each generation's mean return; returns (generations, seconds)."""
+    train_time, generation = 0.0, 0
+    while generation < generations and train_time < 60 * minutes:
+        start = time.perf_counter()
+        _, stats = trainer.step()
+        train_time += time.perf_counter() - start
+        generation += 1
+        print(
+            f"generation {generation:3d} train {train_time:6.1f}s "
+            f"mean return {float(stats['mean_return']):6.2f}",
+            flush=True,
+        )
+    return generation, train_time
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="mixed_es")
@@ -55,6 +94,12 @@ def main():
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--eval-seed", type=int, default=777)
     parser.add_argument("--set", action="append", default=[], help="a config override")
+    parser.add_argument(
+        "--checkpoint",
+        default="",
+        help="score the theta of this routing_es.py --checkpoints folder (or its best/) "
+        "instead of training; --config, --train and --set must be the run's",
+    )
     args = parser.parse_args()
     topologies = "[" + ", ".join(args.train) + "]"
     overrides = [f"env.topologies={topologies}", f"train.seed={args.seed}", *args.set]
@@ -64,19 +109,13 @@ def main():
         f"{algo.network.num_params} parameters; load {os.getloadavg()}",
         flush=True,
     )
-    train_time, generation = 0.0, 0
-    while generation < args.generations and train_time < 60 * args.minutes:
-        start = time.perf_counter()
-        _, stats = trainer.step()
-        train_time += time.perf_counter() - start
-        generation += 1
-        print(
-            f"generation {generation:3d} train {train_time:6.1f}s "
-            f"mean return {float(stats['mean_return']):6.2f}",
-            flush=True,
-        )
+    if args.checkpoint:
+        trained = f"{args.checkpoint}, generation {restore(algo, args.checkpoint)}"
+    else:
+        generation, train_time = train(trainer, args.generations, args.minutes)
+        trained = f"{generation} generations, {train_time:.0f}s"
     theta = algo.strategy.theta
-    print(f"\n{generation} generations, {train_time:.0f}s; {args.episodes} fixed episodes each\n")
+    print(f"\n{trained}; {args.episodes} fixed episodes each\n")
     print("| topology | nodes | links | set | router | SAP | load balancing |")
     print("|---|---|---|---|---|---|---|")
     for names, kind in ((args.train, "train"), (args.test, "held out")):
