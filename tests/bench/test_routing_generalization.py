@@ -27,9 +27,7 @@ def bench_module(monkeypatch, name):
     return importlib.import_module(name)
 
 
-def test_the_checkpoint_of_a_routing_es_run_holds_the_theta_of_training_here(
-    monkeypatch, tmp_path
-):
+def test_the_checkpoint_of_a_routing_es_run_holds_the_theta_of_training_here(monkeypatch, tmp_path):
     """mixed_es shrunk, on two generated topologies: 3 generations of routing_es.py with
     --checkpoints (evaluated at 2 and 3), restored by `restore`, against 3 generations of
     routing_generalization.py's own loop from a fresh build."""
