@@ -111,6 +111,30 @@ def test_actors_are_held_before_learning_until_the_shards_took_what_it_needs():
     assert not runner._ahead()
 
 
+def test_a_wait_first_sends_the_held_back_actors_their_requests(monkeypatch):
+    """CI, 2026-11-28: a shard died while both actors were held back; its adds in flight
+    were dropped, and the learner, short of learning_starts again, waited on nothing for
+    ray.timeout (600 s). A wait now sends the held-back actors their requests first, and
+    with nothing at all in flight it raises at once instead of waiting."""
+    runner = object.__new__(RayApex)
+    runner._cfg = SimpleNamespace(steps_per_update=4)
+    runner._dqn = SimpleNamespace(batch_size=16, learning_starts=64)
+    runner._start, runner.version, runner.env_steps = (64, 10), 12, 200  # Ahead, if it could learn.
+    runner._sizes, runner._idle = [0, 40], [0, 1]  # Shard 0 replaced empty: 40 < 64.
+    runner._collecting, runner._adding, runner._updating = {}, {}, {}
+    waited = []
+    runner._actors = SimpleNamespace(timeout=600.0, wait=lambda refs, *_: waited.append(refs))
+    monkeypatch.setattr(
+        runner, "_request", lambda index: runner._collecting.update({index: (index, None, None)})
+    )
+    monkeypatch.setattr(apex_module, "_ready", lambda refs: [])
+    runner._poll(wait=True)
+    assert waited == [[1, 0]] and runner._idle == []
+    runner._collecting = {}
+    with pytest.raises(RuntimeError, match="nothing in flight"):
+        runner._poll(wait=True)
+
+
 @pytest.fixture(scope="module")
 def apex(ray_cluster):
     """Ape-X with 2 actors (epsilon 0.4 and 0.4^8) and 2 shards, for the tests below, in

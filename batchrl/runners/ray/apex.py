@@ -201,9 +201,18 @@ class RayApex(ActorGroup):
 
     def _poll(self, wait: bool) -> None:
         """Takes every finished block, add and priority update; with `wait`, waits until
-        at least one block or add finished."""
+        at least one block or add finished. Before a wait, held-back actors that may go
+        are sent their requests: a shard's death drops its adds in flight, and with every
+        actor held back there was then nothing to wait for (in CI: `ray.timeout` of
+        waiting, then a TimeoutError)."""
         if wait:
+            self._release()
             refs = list(self._collecting) + list(self._adding)
+            if not refs:
+                raise RuntimeError(
+                    f"Ape-X: nothing in flight to wait for (actors held back: {self._idle}, "
+                    f"shard sizes: {self._sizes}); a bug in RayApex's bookkeeping."
+                )
             deadline = time.monotonic() + self._actors.timeout
             self._actors.wait(refs, "blocks of transitions", deadline, self._awaited())
         ready = _ready(list(self._collecting))
