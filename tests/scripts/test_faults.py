@@ -66,6 +66,20 @@ def test_sigterm_saves_a_checkpoint_that_matches_its_step_and_leaves_no_process(
     assert not [pid for pid in children if psutil.pid_exists(pid)]
 
 
+def wait_for_handler(process, signum, timeout=60.0):
+    """Waits until `process` catches `signum` (its bit in SigCgt of /proc/PID/status)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"process {process.pid} exited ({process.returncode}) first")
+        with open(f"/proc/{process.pid}/status") as status:
+            caught = next(line for line in status if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) >> (signum - 1) & 1:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {process.pid} did not catch signal {signum} in {timeout:.0f} s")
+
+
 def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, default_sigint):
     process = subprocess.Popen(
         [sys.executable, "-m", "batchrl.scripts.train", "--config=debug", f"--logdir={tmp_path}"],
@@ -74,7 +88,9 @@ def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, default_s
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
     )
-    time.sleep(1.0)  # TensorFlow is still loading.
+    # The script's handlers are in place (it sets SIGINT's and SIGTERM's together) and
+    # TensorFlow is still loading.
+    wait_for_handler(process, signal.SIGTERM)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
