@@ -44,10 +44,12 @@ def mean_text(returns: np.ndarray) -> str:
 
 class LevelLog:
     """The fixed-set evaluations of a run, the training time to each of `LEVELS`, and a
-    JSON copy of both (rewritten after every evaluation, so a stopped run keeps its log)."""
+    JSON copy of both (rewritten after every evaluation, so a stopped run keeps its log).
+    `detail(returns)`, if given, is a line printed under each evaluation's own."""
 
-    def __init__(self, config: str, seed: int, sap: np.ndarray, out: str = ""):
+    def __init__(self, config: str, seed: int, sap: np.ndarray, out: str = "", detail=None):
         self.out = out
+        self.detail = detail
         self.sap_text = mean_text(sap)
         self.data = {"config": config, "seed": seed, "sap": float(sap.mean()), "evals": []}
         self.reached = {}
@@ -70,6 +72,8 @@ class LevelLog:
             f"load {os.getloadavg()[0]:.2f}",
             flush=True,
         )
+        if self.detail is not None:
+            print(f"  {self.detail(returns)}", flush=True)
         if self.out:
             self.data["reached"] = {str(k): v for k, v in self.reached.items()}
             self.data["eval_time"] = self.eval_time
@@ -228,7 +232,8 @@ def main():
         algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
     )
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
-    log = LevelLog(args.config, args.seed, sap, args.out)
+    detail = (lambda returns: per_topology_text(returns, topology)) if batch_env.mixed else None
+    log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(
         f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
         f"{2 * config.es.population} members; SAP on the fixed {args.eval_episodes} "
@@ -238,14 +243,8 @@ def main():
     if batch_env.mixed:
         print(f"  SAP: {per_topology_text(sap, topology)}", flush=True)
 
-    def evaluate_theta():
-        returns = evaluate(algo.strategy.theta)
-        if batch_env.mixed:
-            print(f"  {per_topology_text(returns, topology)}", flush=True)
-        return returns
-
     log.run(
-        evaluate_theta,
+        lambda: evaluate(algo.strategy.theta),
         lambda: trainer.step()[0],
         args.generations,
         args.eval_every,

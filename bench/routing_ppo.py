@@ -25,6 +25,7 @@ from routing_es import (
     LevelLog,
     add_arguments,
     parse_with_checkpoints,
+    per_topology_text,
     sap_returns,
     saved_states,
 )
@@ -64,13 +65,16 @@ def main():
     topology = batch_env.topology
     evaluate = fixed_set_evaluator(algo, topology, args.eval_episodes, args.eval_seed)
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
-    log = LevelLog(args.config, args.seed, sap, args.out)
+    detail = (lambda returns: per_topology_text(returns, topology)) if batch_env.mixed else None
+    log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(
         f"{args.config} seed {args.seed}: {len(batch_env)} environments, "
         f"{config.train.steps_per_call} steps per call; SAP on the fixed "
         f"{args.eval_episodes} episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
+    if batch_env.mixed:
+        print(f"  SAP: {per_topology_text(sap, topology)}", flush=True)
 
     def train():
         count, _ = trainer.step()
