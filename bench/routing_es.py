@@ -201,6 +201,14 @@ def per_topology_text(returns: np.ndarray, topology) -> str:
     )
 
 
+def topology_detail(batch_env):
+    """For a mixed batch, the function returns -> per_topology_text (LevelLog's `detail`);
+    None for one topology."""
+    if not batch_env.mixed:
+        return None
+    return lambda returns: per_topology_text(returns, batch_env.topology)
+
+
 def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
     env = Routing(episodes, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic("sap", topology, seed=seed), episodes)
@@ -232,7 +240,7 @@ def main():
         algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
     )
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
-    detail = (lambda returns: per_topology_text(returns, topology)) if batch_env.mixed else None
+    detail = topology_detail(batch_env)
     log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(
         f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
@@ -240,8 +248,8 @@ def main():
         f"episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
-    if batch_env.mixed:
-        print(f"  SAP: {per_topology_text(sap, topology)}", flush=True)
+    if detail is not None:
+        print(f"  SAP: {detail(sap)}", flush=True)
 
     log.run(
         lambda: evaluate(algo.strategy.theta),

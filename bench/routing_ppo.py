@@ -25,9 +25,9 @@ from routing_es import (
     LevelLog,
     add_arguments,
     parse_with_checkpoints,
-    per_topology_text,
     sap_returns,
     saved_states,
+    topology_detail,
 )
 
 from batchrl.algorithms.ppo import PPO
@@ -65,7 +65,7 @@ def main():
     topology = batch_env.topology
     evaluate = fixed_set_evaluator(algo, topology, args.eval_episodes, args.eval_seed)
     sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
-    detail = (lambda returns: per_topology_text(returns, topology)) if batch_env.mixed else None
+    detail = topology_detail(batch_env)
     log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(
         f"{args.config} seed {args.seed}: {len(batch_env)} environments, "
@@ -73,8 +73,8 @@ def main():
         f"{args.eval_episodes} episodes {log.sap_text}; load {os.getloadavg()}",
         flush=True,
     )
-    if batch_env.mixed:
-        print(f"  SAP: {per_topology_text(sap, topology)}", flush=True)
+    if detail is not None:
+        print(f"  SAP: {detail(sap)}", flush=True)
 
     def train():
         count, _ = trainer.step()
