@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.es import ES
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.config.run_config import load_run_config
-from batchrl.envs.routing import Heuristic, Routing
-from batchrl.tools.episodes import EpisodeRecorder, first_episodes
+from batchrl.envs.routing import Routing
 from batchrl.training.checkpoints import Checkpoints
 
 LEVELS = (20.0, 22.2, 25.0, 26.6, 27.0, 28.0)
@@ -209,13 +209,6 @@ def topology_detail(batch_env):
     return lambda returns: per_topology_text(returns, batch_env.topology)
 
 
-def sap_returns(topology, episodes: int, seed: int) -> np.ndarray:
-    env = Routing(episodes, seed=seed, topology=topology)
-    recorder = EpisodeRecorder(Heuristic("sap", topology, seed=seed), episodes)
-    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
-    return run()[0].numpy()
-
-
 def build_es(config_name: str, overrides: list[str], seed: int):
     """The config, ES and its trainer, built as the train script builds them for `seed`."""
     config = load_run_config(config_name, overrides)
@@ -239,7 +232,7 @@ def main():
     evaluate = fixed_set_evaluator(
         algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
     )
-    sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
+    sap = heuristic_returns(topology, "sap", args.eval_episodes, args.eval_seed)
     detail = topology_detail(batch_env)
     log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from routing_es import build_es, mean_text, sap_returns
+from routing_es import build_es, mean_text
 from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
@@ -122,7 +122,7 @@ def main():
         for name in names:
             topology = load_topology(name)
             router = router_returns(theta, algo.network, topology, args.episodes, args.eval_seed)
-            sap = sap_returns(topology, args.episodes, args.eval_seed)
+            sap = heuristic_returns(topology, "sap", args.episodes, args.eval_seed)
             balance = heuristic_returns(topology, "load_balancing", args.episodes, args.eval_seed)
             print(
                 f"| {name} | {topology.num_nodes} | {topology.num_links} | {kind} | "

@@ -18,7 +18,8 @@ import argparse
 import os
 
 import tensorflow as tf
-from routing_es import fixed_set_evaluator, mean_text, sap_returns
+from routing_es import fixed_set_evaluator, mean_text
+from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.es import ES
 from batchrl.config.run_config import load_run_config
@@ -42,7 +43,7 @@ def main():
     evaluate = fixed_set_evaluator(
         algo, topology, args.episodes, args.eval_seed, config.es.member_chunk
     )
-    sap = sap_returns(topology, args.episodes, args.eval_seed)
+    sap = heuristic_returns(topology, "sap", args.episodes, args.eval_seed)
     print(f"{args.config}: {args.episodes} held-out episodes (seed {args.eval_seed})")
     print(f"SAP: {mean_text(sap)}", flush=True)
     for prefix in args.checkpoints:

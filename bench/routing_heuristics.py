@@ -1,7 +1,8 @@
 """Mean return of the routing heuristics on NSFNET and GEANT2, beside a reference SAP figure.
 
 Each network of a batch of in-graph `Routing` environments plays one whole episode with
-the heuristic through `simulate` (XLA-compiled); the first episode of each network counts.
+the heuristic, in one XLA-compiled call (`first_episodes`); the first episode of each
+network counts. bench/routing_es.py and the other routing scripts score SAP with `evaluate`.
 
     python bench/routing_heuristics.py --episodes 1000 --seed 0
 """
@@ -15,27 +16,32 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.envs.routing import HEURISTICS, Heuristic, Routing
-from batchrl.tools.simulate import simulate
+from batchrl.tools.episodes import EpisodeRecorder, first_episodes
 
 # SAP over 1000 episodes of the authors' environment (BNN-UPC/DRL-ES-OTN), standard error
 # about 0.3: a figure from a written summary of their code, not reproduced here and not in
 # the paper (arXiv:2202.00360), which gives no SAP numbers in its text.
 REFERENCE_SAP = {"nsfnet": 26.6, "geant2": 22.2}
+MAX_STEPS = 10_000  # A bound on one episode; routing episodes end long before.
 
 
-def evaluate(topology: str, heuristic: str, episodes: int, seed: int) -> np.ndarray:
-    """The returns [episodes] of the first episode of `episodes` networks."""
+def evaluate(topology, heuristic: str, episodes: int, seed: int) -> np.ndarray:
+    """The returns [episodes] of the first episode of each of `episodes` networks of a
+    `Routing` batch with `seed`, played by `heuristic`, in one XLA call.
+
+    `topology` is a name, a `Topology` or a `TopologySet` (network i of a mixed batch
+    routes on topology i mod T). Raises if an episode outlasts 10,000 steps.
+    """
     env = Routing(episodes, seed=seed, topology=topology)
-    algo = Heuristic(heuristic, topology, seed=seed)
-    # One step per call, read from the environment's variables. (This loop predates the
-    # fix of EpisodeRecorder under XLA in 4d7264e; both now give the same returns: SAP
-    # 66.64 on waxman-100-s0's 100 episodes of seed 12345 here and in routing_es.py.)
-    run = tf.function(lambda: simulate(env, algo, steps=1), jit_compile=True)
-    returns = np.full(episodes, np.nan)
-    while np.isnan(returns).any():
-        run()
-        first = env.done.numpy() & np.isnan(returns)
-        returns[first] = env.episode_return.numpy()[first]
+    recorder = EpisodeRecorder(Heuristic(heuristic, topology, seed=seed), episodes)
+    run = tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)
+    returns = run()[0].numpy()
+    unfinished = np.flatnonzero(~recorder.finished.numpy())
+    if unfinished.size:
+        raise RuntimeError(
+            f"{heuristic} on {topology}: networks {unfinished[:10].tolist()} "
+            f"({unfinished.size} in all) did not finish an episode in {MAX_STEPS} steps"
+        )
     return returns
 
 

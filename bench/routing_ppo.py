@@ -25,10 +25,10 @@ from routing_es import (
     LevelLog,
     add_arguments,
     parse_with_checkpoints,
-    sap_returns,
     saved_states,
     topology_detail,
 )
+from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.ppo import PPO
 from batchrl.config.run_config import load_run_config
@@ -64,7 +64,7 @@ def main():
     trainer = LocalTrainer(config, algo, batch_env, args.seed)
     topology = batch_env.topology
     evaluate = fixed_set_evaluator(algo, topology, args.eval_episodes, args.eval_seed)
-    sap = sap_returns(topology, args.eval_episodes, args.eval_seed)
+    sap = heuristic_returns(topology, "sap", args.eval_episodes, args.eval_seed)
     detail = topology_detail(batch_env)
     log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(

@@ -1,0 +1,52 @@
+"""bench/routing_heuristics.evaluate: the first episode of each network, in one XLA call,
+as a host loop of single steps reads it from the environment's variables."""
+
+import importlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl.envs.routing import Heuristic, Routing, make_topology_set
+from batchrl.tools.simulate import simulate
+from tests.bench.test_report import BENCH
+
+
+@pytest.fixture
+def heuristics(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("routing_heuristics")
+
+
+def returns_step_by_step(topology, heuristic: str, episodes: int, seed: int) -> np.ndarray:
+    """One `simulate` step per call; a network's return is read when it is first done.
+
+    Compiled with XLA too: a `tf.random.Generator` draws other numbers under XLA than in
+    a plain graph, so 'random' agrees with `evaluate` only when both are compiled.
+    """
+    env = Routing(episodes, seed=seed, topology=topology)
+    algo = Heuristic(heuristic, topology, seed=seed)
+    step = tf.function(lambda: simulate(env, algo, steps=1), jit_compile=True)
+    returns = np.full(episodes, np.nan)
+    while np.isnan(returns).any():
+        step()
+        first = env.done.numpy() & np.isnan(returns)
+        returns[first] = env.episode_return.numpy()[first]
+    return returns
+
+
+@pytest.mark.parametrize("heuristic", ["sap", "random"])
+def test_evaluate_gives_the_returns_of_a_step_by_step_loop(heuristics, heuristic):
+    """A mixed batch (network i on topology i mod 2), so that networks end at different
+    steps and go on into second episodes that must not count."""
+    topology = make_topology_set(["nsfnet", "waxman-10-s0"])
+    returns = heuristics.evaluate(topology, heuristic, 12, seed=5)
+    expected = returns_step_by_step(topology, heuristic, 12, seed=5)
+    assert returns.shape == (12,) and len(set(returns.tolist())) > 2
+    np.testing.assert_array_equal(returns, expected)
+
+
+def test_an_episode_longer_than_the_bound_is_refused_by_network(heuristics, monkeypatch):
+    monkeypatch.setattr(heuristics, "MAX_STEPS", 3)
+    with pytest.raises(RuntimeError, match=r"sap on nsfnet: networks \[0, 1, 2, 3\] \(4 in all\)"):
+        heuristics.evaluate("nsfnet", "sap", 4, seed=0)
