@@ -39,6 +39,16 @@ class _Terminated(BaseException):
     """SIGTERM before training started (a BaseException, as KeyboardInterrupt is)."""
 
 
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C before training started.
+
+    A subclass, not KeyboardInterrupt itself: CPython 3.11 marks a KeyboardInterrupt that
+    leaves an `eval` of a string (namedtuple's, say, while TensorFlow imports) as unhandled
+    even when it is caught later, and at exit kills the process with SIGINT (exit status
+    -2, no message) instead of returning 130. It checks for that exact type.
+    """
+
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _early_signals: list[int] = []
 
@@ -55,7 +65,7 @@ def _stop_now(signum, frame):
 
 
 def _exception(signum: int) -> type[BaseException]:
-    return KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+    return _Interrupted if signum == signal.SIGINT else _Terminated
 
 
 def _raise_if_signalled() -> None:
@@ -86,9 +96,13 @@ def main(argv=None) -> int:
     """Exit codes: 0 done, 1 a fault while training, 2 a bad config or logdir, 128+N signal N."""
     args = parse_args(argv)
     _early_signals.clear()
-    previous = {signum: signal.signal(signum, _stop_now) for signum in _SIGNALS}
-    previous_hook, sys.unraisablehook = sys.unraisablehook, _quiet_about_signals(sys.unraisablehook)
+    previous = {signum: signal.getsignal(signum) for signum in _SIGNALS}
+    previous_hook = sys.unraisablehook
     try:
+        # Inside the try: a signal caught from here on raises at the next line of Python.
+        for signum in _SIGNALS:
+            signal.signal(signum, _stop_now)
+        sys.unraisablehook = _quiet_about_signals(previous_hook)
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
         import_tensorflow(init_devices=False)
         from batchrl.config import ConfigError

@@ -62,8 +62,17 @@ class StopSignals:
 
     def _handle(self, signum, frame) -> None:
         if self.received is not None:
-            raise KeyboardInterrupt
+            raise SecondSignal
         self.received = signum
+
+
+class SecondSignal(KeyboardInterrupt):
+    """A second SIGINT or SIGTERM while training: stop at once.
+
+    Not KeyboardInterrupt itself: CPython 3.11 marks that exact type as unhandled when it
+    leaves an `eval` of a string, even if it is caught later, and then ends the process
+    with SIGINT at exit instead of the train script's exit code.
+    """
 
 
 def run(

@@ -97,6 +97,52 @@ def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, default_s
     assert "Traceback" not in err
 
 
+CAUGHT_AFTER_EVAL = """
+import sys
+from {module} import {name} as raised
+def stop():
+    raise raised
+try:
+    eval("stop()")  # As a signal handler's raise can land in namedtuple's eval.
+except KeyboardInterrupt:
+    pass
+sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize(
+    "module, name, returncode",
+    [
+        pytest.param(  # The cause, as CPython 3.11 behaves (the version batchrl targets).
+            "builtins",
+            "KeyboardInterrupt",
+            -signal.SIGINT,
+            marks=pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11"),
+        ),
+        ("batchrl.scripts.train", "_Interrupted", 130),
+        ("batchrl.training.train_loop", "SecondSignal", 130),
+    ],
+)
+def test_an_interrupt_caught_after_an_eval_keeps_the_exit_code(
+    tmp_path, default_sigint, module, name, returncode
+):
+    """The cause of a rare -2 in the test above: a KeyboardInterrupt that leaves an `eval`
+    of a string makes CPython 3.11 end a `python -m` run with SIGINT at exit, even once
+    caught; the scripts' own subclasses do not."""
+    (tmp_path / "caught_after_eval.py").write_text(
+        CAUGHT_AFTER_EVAL.format(module=module, name=name)
+    )
+    process = subprocess.run(
+        [sys.executable, "-m", "caught_after_eval"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert process.returncode == returncode, process.stderr
+    assert "Traceback" not in process.stderr
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
     signum, monkeypatch, capsys, default_sigint
