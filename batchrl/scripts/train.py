@@ -100,9 +100,9 @@ def main(argv=None) -> int:
     previous_hook = sys.unraisablehook
     try:
         # Inside the try: a signal caught from here on raises at the next line of Python.
+        sys.unraisablehook = _quiet_about_signals(previous_hook)
         for signum in _SIGNALS:
             signal.signal(signum, _stop_now)
-        sys.unraisablehook = _quiet_about_signals(previous_hook)
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
         import_tensorflow(init_devices=False)
         from batchrl.config import ConfigError
