@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from routing_heuristics import MAX_STEPS, finished_returns, topology_name
 from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.es import ES
@@ -170,22 +171,21 @@ def parse_with_checkpoints(parser: argparse.ArgumentParser) -> argparse.Namespac
     return args
 
 
-def fixed_set_evaluator(algo: ES, topology, episodes: int, seed: int, member_chunk: int):
-    """A function theta [D] -> returns [episodes] on a fixed set of episodes (XLA).
+def fixed_set_evaluator(network, topology, episodes: int, seed: int, member_chunk: int):
+    """A function theta [D] -> returns [episodes] of `network` (a population network)
+    on a fixed set of episodes (XLA); it raises if an episode outlasts `MAX_STEPS`.
 
     Each episode is played by its own copy of theta, so that the network runs only for
     the episodes still running (`member_chunk`).
     """
     env = Routing(episodes, seed=seed, topology=topology)
-    policy = PopulationPolicy(
-        algo.network, env.action_space, episodes, 1, member_chunk=member_chunk
-    )
-    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
+    policy = PopulationPolicy(network, env.action_space, episodes, 1, member_chunk=member_chunk)
+    evaluator = PopulationEvaluator(env, policy, max_steps=MAX_STEPS, jit_compile=True)
 
     def evaluate(theta):
         env.restart_streams()  # The same demand streams every time.
         _, stats = evaluator(tf.tile(theta[None], [episodes, 1]))
-        returns = evaluator._recorder.first_episodes()[0].numpy()
+        returns = finished_returns(evaluator.recorder, f"the router on {topology_name(topology)}")
         assert np.isclose(returns.mean(), float(stats["mean_return"]), atol=1e-4)
         return returns
 
@@ -230,7 +230,7 @@ def main():
     trainer = ES.make_trainer(config, algo, batch_env, args.seed)
     topology = batch_env.topology
     evaluate = fixed_set_evaluator(
-        algo, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
+        algo.network, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
     )
     sap = heuristic_returns(topology, "sap", args.eval_episodes, args.eval_seed)
     detail = topology_detail(batch_env)

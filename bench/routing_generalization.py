@@ -27,11 +27,10 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from routing_es import build_es, mean_text
+from routing_es import build_es, fixed_set_evaluator, mean_text
 from routing_heuristics import evaluate as heuristic_returns
 
-from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
-from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
+from batchrl.envs.routing import RoutingGraphFeatures, load_topology
 from batchrl.networks.graph import GraphPopulation
 from batchrl.training.checkpoints import Checkpoints
 
@@ -47,11 +46,7 @@ def router_returns(theta, network, topology, episodes: int, seed: int) -> np.nda
         network.core.readout,
         network.core.steps,
     )
-    env = Routing(episodes, seed=seed, topology=topology)
-    policy = PopulationPolicy(population, env.action_space, episodes, 1, member_chunk=16)
-    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=True)
-    evaluator(tf.tile(theta[None], [episodes, 1]))
-    return evaluator._recorder.first_episodes()[0].numpy()
+    return fixed_set_evaluator(population, topology, episodes, seed, member_chunk=16)(theta)
 
 
 def restore(algo, folder: str) -> int:

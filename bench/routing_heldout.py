@@ -41,7 +41,7 @@ def main():
     algo = ES(ES.make_batch_env(config, args.seed), config, seed=args.seed)
     topology = config.network.topology
     evaluate = fixed_set_evaluator(
-        algo, topology, args.episodes, args.eval_seed, config.es.member_chunk
+        algo.network, topology, args.episodes, args.eval_seed, config.es.member_chunk
     )
     sap = heuristic_returns(topology, "sap", args.episodes, args.eval_seed)
     print(f"{args.config}: {args.episodes} held-out episodes (seed {args.eval_seed})")

@@ -22,7 +22,29 @@ from batchrl.tools.episodes import EpisodeRecorder, first_episodes
 # about 0.3: a figure from a written summary of their code, not reproduced here and not in
 # the paper (arXiv:2202.00360), which gives no SAP numbers in its text.
 REFERENCE_SAP = {"nsfnet": 26.6, "geant2": 22.2}
-MAX_STEPS = 10_000  # A bound on one episode; routing episodes end long before.
+# The bound on one episode of every routing evaluation (heuristics, routers; episodes end
+# long before it); an episode still running then is an error, not a short return.
+MAX_STEPS = 10_000
+
+
+def topology_name(topology) -> str:
+    """The name of `topology`: a name as it is, or a `Topology`'s or `TopologySet`'s."""
+    return getattr(topology, "name", topology)
+
+
+def finished_returns(recorder: EpisodeRecorder, what: str) -> np.ndarray:
+    """The first-episode returns [B] that `recorder` holds after `first_episodes`.
+
+    Raises RuntimeError, naming `what` and the networks, if an episode did not finish
+    within `MAX_STEPS` steps (`first_episodes` would count it as it stands).
+    """
+    unfinished = np.flatnonzero(~recorder.finished.numpy())
+    if unfinished.size:
+        raise RuntimeError(
+            f"{what}: networks {unfinished[:10].tolist()} ({unfinished.size} in all) "
+            f"did not finish an episode in {MAX_STEPS} steps"
+        )
+    return recorder.first_episodes()[0].numpy()
 
 
 def evaluate(topology, heuristic: str, episodes: int, seed: int) -> np.ndarray:
@@ -30,19 +52,12 @@ def evaluate(topology, heuristic: str, episodes: int, seed: int) -> np.ndarray:
     `Routing` batch with `seed`, played by `heuristic`, in one XLA call.
 
     `topology` is a name, a `Topology` or a `TopologySet` (network i of a mixed batch
-    routes on topology i mod T). Raises if an episode outlasts 10,000 steps.
+    routes on topology i mod T). Raises if an episode outlasts `MAX_STEPS` steps.
     """
     env = Routing(episodes, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic(heuristic, topology, seed=seed), episodes)
-    run = tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)
-    returns = run()[0].numpy()
-    unfinished = np.flatnonzero(~recorder.finished.numpy())
-    if unfinished.size:
-        raise RuntimeError(
-            f"{heuristic} on {topology}: networks {unfinished[:10].tolist()} "
-            f"({unfinished.size} in all) did not finish an episode in {MAX_STEPS} steps"
-        )
-    return returns
+    tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)()
+    return finished_returns(recorder, f"{heuristic} on {topology_name(topology)}")
 
 
 def main():

@@ -28,6 +28,7 @@ from routing_es import (
     saved_states,
     topology_detail,
 )
+from routing_heuristics import MAX_STEPS, finished_returns, topology_name
 from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.ppo import PPO
@@ -39,14 +40,16 @@ from batchrl.training.policy_evaluator import PolicyEvaluator
 
 
 def fixed_set_evaluator(policy, topology, episodes: int, seed: int):
-    """A function () -> returns [episodes] of `policy`'s deterministic actions (XLA)."""
+    """A function () -> returns [episodes] of `policy`'s deterministic actions (XLA); it
+    raises if an episode outlasts `MAX_STEPS`."""
     env = Routing(episodes, seed=seed, topology=topology)
     recorder = EpisodeRecorder(PolicyEvaluator(policy, episodes), episodes)
-    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
+    run = tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)
 
     def evaluate():
         env.restart_streams()  # The same demand streams every time.
-        return run()[0].numpy()
+        run()
+        return finished_returns(recorder, f"PPO on {topology_name(topology)}")
 
     return evaluate
 

@@ -22,6 +22,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+from routing_heuristics import MAX_STEPS
 
 from batchrl.algorithms.es.es import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import GYM_IDS, Heuristic, Routing, RoutingGraphFeatures
@@ -34,7 +35,7 @@ SIZES = {"nsfnet": (25, 20), "geant2": (35, 35)}
 def batched(net, topology, members, seed, repeats, jit_compile, member_chunk):
     env = Routing(members, seed=seed, topology=topology)
     policy = PopulationPolicy(net, env.action_space, members, 1, member_chunk=member_chunk)
-    evaluator = PopulationEvaluator(env, policy, max_steps=10_000, jit_compile=jit_compile)
+    evaluator = PopulationEvaluator(env, policy, max_steps=MAX_STEPS, jit_compile=jit_compile)
     params = tf.stack([net.init_params(seed + m) for m in range(members)])
     start = time.perf_counter()
     evaluator(params)
@@ -52,7 +53,7 @@ def environment_only(topology, members, seed, repeats):
     """The same batch with SAP acting: what the environment and the loop cost."""
     env = Routing(members, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic("sap", topology, seed=seed), members)
-    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
+    run = tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)
     run()
     seconds = []
     for _ in range(repeats):

@@ -39,6 +39,7 @@ import numpy as np
 import ray
 import tensorflow as tf
 from routing_es import build_es
+from routing_heuristics import MAX_STEPS
 
 from batchrl.algorithms.es.es import check_shared_streams, common_seed, common_streams
 from batchrl.config.run_config import load_run_config
@@ -56,7 +57,7 @@ def env_seconds_per_step(topology: str, batch_size: int, repeats: int = 3) -> fl
     """Seconds per environment step of `Routing` alone at `batch_size`, driven by SAP."""
     env = Routing(batch_size, seed=SEED, topology=topology)
     recorder = EpisodeRecorder(Heuristic("sap", topology, seed=SEED), batch_size)
-    run = tf.function(lambda: first_episodes(env, recorder, 10_000), jit_compile=True)
+    run = tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)
     run()  # Compiles.
     rates = []
     for _ in range(repeats):

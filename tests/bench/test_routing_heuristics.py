@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.envs.routing import Heuristic, Routing, make_topology_set
+from batchrl.envs.routing import Heuristic, Routing, RoutingGraphFeatures, make_topology_set
+from batchrl.networks.graph import GraphPopulation
 from batchrl.tools.simulate import simulate
 from tests.bench.test_report import BENCH
 
@@ -50,3 +51,30 @@ def test_an_episode_longer_than_the_bound_is_refused_by_network(heuristics, monk
     monkeypatch.setattr(heuristics, "MAX_STEPS", 3)
     with pytest.raises(RuntimeError, match=r"sap on nsfnet: networks \[0, 1, 2, 3\] \(4 in all\)"):
         heuristics.evaluate("nsfnet", "sap", 4, seed=0)
+
+
+def test_a_router_episode_longer_than_the_bound_is_refused_by_network(heuristics, monkeypatch):
+    """routing_es's fixed-set evaluator (the router scores of routing_es, routing_heldout
+    and routing_generalization) shares the bound and the check of `evaluate`."""
+    routing_es = importlib.import_module("routing_es")
+    monkeypatch.setattr(routing_es, "MAX_STEPS", 3)
+    monkeypatch.setattr(heuristics, "MAX_STEPS", 3)
+    topology = make_topology_set(["nsfnet", "waxman-10-s0"])
+    population = GraphPopulation(RoutingGraphFeatures(topology), 4, 4, 1)
+    evaluate = routing_es.fixed_set_evaluator(population, topology, 4, seed=0, member_chunk=4)
+    expected = r"the router on NSFNET\+waxman-10-s0: networks \[0, 1, 2, 3\] \(4 in all\) "
+    with pytest.raises(RuntimeError, match=expected + "did not finish an episode in 3 steps"):
+        evaluate(population.init_params(0))
+
+
+def test_the_router_evaluator_scores_the_same_fixed_set_every_call(heuristics):
+    """Every episode finishes (or it would raise), a second call replays the same demand
+    streams to the same returns, and other parameters give other returns."""
+    routing_es = importlib.import_module("routing_es")
+    topology = make_topology_set(["nsfnet", "waxman-10-s0"])
+    population = GraphPopulation(RoutingGraphFeatures(topology), 4, 4, 1)
+    evaluate = routing_es.fixed_set_evaluator(population, topology, 6, seed=0, member_chunk=6)
+    first = evaluate(population.init_params(0))
+    np.testing.assert_array_equal(evaluate(population.init_params(0)), first)
+    assert first.shape == (6,) and len(set(first.tolist())) > 2
+    assert not np.array_equal(evaluate(population.init_params(1)), first)

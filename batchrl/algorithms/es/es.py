@@ -330,6 +330,11 @@ class PopulationEvaluator:
         """Call it without a default summary writer when it is compiled with XLA."""
         return self._call(tf.convert_to_tensor(params, tf.float32))
 
+    @property
+    def recorder(self) -> EpisodeRecorder:
+        """The first episodes of the last call (`finished` says which ended)."""
+        return self._recorder
+
     def _run(self, params):
         policy = self._policy
         policy.start(params)
