@@ -4,19 +4,23 @@ Trains ES (`--config`, a mixed-batch preset) on a mixed batch of the `--train`
 topologies for `--minutes` of training time (or `--generations`), then scores the final
 theta on the first episode of each of `--episodes` networks of every `--train` and
 `--test` topology, each in a batch of its own (the graph network's weights fit any
-topology), beside SAP and load balancing on the same episodes. Prints a Markdown table.
-The held-out topologies default to other Waxman graphs and to NSFNET and GEANT2.
+topology), beside SAP and load balancing on the same episodes. Prints a Markdown table
+with the router's mean, its difference from SAP on the same episodes (paired, with its
+standard error) and whether it is above SAP. The held-out topologies default to other
+Waxman graphs and to NSFNET and GEANT2.
 
     python bench/routing_generalization.py --minutes 8
 
 A run too long for one sitting trains with `routing_es.py`, which checkpoints, resumes
 and evaluates on a fixed set as it goes (the same ES, seed for seed), and this script
 scores a checkpoint of it (`--checkpoint`, the run's folder or its `best/`) instead of
-training:
+training; given one per seed, it scores each on the same episodes, and the table counts
+the seeds above SAP (k/n) on each topology:
 
     python bench/routing_es.py --config mixed_es --seed 0 --minutes 300 --eval-every 10 \
         --checkpoints DIR --out es_waxman_s0.json "env.topologies=[waxman-10-s0, ...]"
     python bench/routing_generalization.py --checkpoint DIR/best
+    python bench/routing_generalization.py --checkpoint DIR0/best DIR1/best DIR2/best
 """
 
 from __future__ import annotations
@@ -38,15 +42,38 @@ TRAIN = [f"waxman-{n}-s{seed}" for n in (10, 20, 30, 40, 50) for seed in (0, 1)]
 TEST = [f"waxman-{n}-s100" for n in (15, 25, 35, 45)] + ["nsfnet", "geant2"]
 
 
-def router_returns(theta, network, topology, episodes: int, seed: int) -> np.ndarray:
-    """Returns [episodes] of theta's first episodes on `topology` alone (a fixed set)."""
+def router_evaluator(network, topology, episodes: int, seed: int):
+    """A function theta -> returns [episodes] of its first episodes on `topology` alone
+    (a fixed set), for thetas of `network`'s shape (its weights fit any topology)."""
     population = GraphPopulation(
         RoutingGraphFeatures(topology),
         network.core.size,
         network.core.readout,
         network.core.steps,
     )
-    return fixed_set_evaluator(population, topology, episodes, seed, member_chunk=16)(theta)
+    return fixed_set_evaluator(population, topology, episodes, seed, member_chunk=16)
+
+
+def versus_sap(routers: list[np.ndarray], sap: np.ndarray) -> tuple[str, str, str]:
+    """The 'router', 'router - SAP' and 'above SAP' cells of a row of the table.
+
+    `routers` holds each checkpoint's returns [E] on the episodes of `sap` [E] (the same
+    networks and demand streams), so each difference is paired, episode by episode, with
+    the standard error of its E differences. A checkpoint is above SAP when its mean is.
+    With one checkpoint the router cell is its mean +- standard error; with more, the
+    mean of their means and, in brackets, the lowest and highest.
+    """
+    means = [float(returns.mean()) for returns in routers]
+    if len(routers) == 1:
+        router = mean_text(routers[0])
+    else:
+        router = f"{np.mean(means):.2f} ({min(means):.2f} to {max(means):.2f})"
+    differences = [returns - sap for returns in routers]
+    each = ", ".join(
+        f"{d.mean():+.2f} +- {d.std(ddof=1) / np.sqrt(len(d)):.2f}" for d in differences
+    )
+    above = sum(mean > float(sap.mean()) for mean in means)
+    return router, each, f"{above}/{len(routers)}"
 
 
 def restore(algo, folder: str) -> int:
@@ -91,9 +118,11 @@ def main():
     parser.add_argument("--set", action="append", default=[], help="a config override")
     parser.add_argument(
         "--checkpoint",
-        default="",
-        help="score the theta of this routing_es.py --checkpoints folder (or its best/) "
-        "instead of training; --config, --train and --set must be the run's",
+        nargs="+",
+        default=[],
+        help="score the theta of each of these routing_es.py --checkpoints folders (or "
+        "their best/; one per seed) instead of training; --config, --train and --set "
+        "must be the runs'",
     )
     args = parser.parse_args()
     topologies = "[" + ", ".join(args.train) + "]"
@@ -104,24 +133,31 @@ def main():
         f"{algo.network.num_params} parameters; load {os.getloadavg()}",
         flush=True,
     )
-    if args.checkpoint:
-        trained = f"{args.checkpoint}, generation {restore(algo, args.checkpoint)}"
-    else:
+    thetas, trained = [], []
+    for folder in args.checkpoint:
+        trained.append(f"{folder}, generation {restore(algo, folder)}")
+        thetas.append(tf.identity(algo.strategy.theta))
+    if not args.checkpoint:
         generation, train_time = train(trainer, args.generations, args.minutes)
-        trained = f"{generation} generations, {train_time:.0f}s"
-    theta = algo.strategy.theta
-    print(f"\n{trained}; {args.episodes} fixed episodes each\n")
-    print("| topology | nodes | links | set | router | SAP | load balancing |")
-    print("|---|---|---|---|---|---|---|")
+        trained.append(f"{generation} generations, {train_time:.0f}s")
+        thetas.append(tf.identity(algo.strategy.theta))
+    print(f"\n{'; '.join(trained)}; {args.episodes} fixed episodes each\n")
+    print(
+        "| topology | nodes | links | set | router | router - SAP, each | above SAP | SAP "
+        "| load balancing |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for names, kind in ((args.train, "train"), (args.test, "held out")):
         for name in names:
             topology = load_topology(name)
-            router = router_returns(theta, algo.network, topology, args.episodes, args.eval_seed)
+            evaluate = router_evaluator(algo.network, topology, args.episodes, args.eval_seed)
+            routers = [evaluate(theta) for theta in thetas]
             sap = heuristic_returns(topology, "sap", args.episodes, args.eval_seed)
             balance = heuristic_returns(topology, "load_balancing", args.episodes, args.eval_seed)
+            cells = " | ".join(versus_sap(routers, sap))
             print(
-                f"| {name} | {topology.num_nodes} | {topology.num_links} | {kind} | "
-                f"{mean_text(router)} | {mean_text(sap)} | {mean_text(balance)} |",
+                f"| {name} | {topology.num_nodes} | {topology.num_links} | {kind} | {cells} | "
+                f"{mean_text(sap)} | {mean_text(balance)} |",
                 flush=True,
             )
 
