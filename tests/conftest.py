@@ -20,9 +20,23 @@ os.environ["TF_XLA_FLAGS"] = (
 ).strip()
 
 
+# Tiers of the suite outside the default one, each with its option: `slow` (learning runs
+# over seeds, Ray runs), which CI's second stage runs, and `long` (the preset-scale learning
+# runs of several minutes each), which CI leaves out for its time limit.
+TIERS = {
+    "slow": "python -m pytest --slow runs it, as .ci/run does",
+    "long": "python -m pytest -m long runs it; .ci/run does not",
+}
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--slow", action="store_true", help="also run the tests marked slow (long learning runs)"
+    )
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="also run the tests marked long (preset-scale learning runs, outside CI)",
     )
 
 
@@ -46,18 +60,21 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(tryfirst=True)  # Before xdist's, which reads the groups.
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow run only with --slow (or when -m selects them). With pytest-xdist
-    (-n N), the tests on the session's Ray cluster (the `ray_cluster` fixture) all go to
-    one worker, which starts the cluster once."""
+    """Tests marked slow run only with --slow (or when -m names slow), and those marked long
+    only with --long (or when -m names long). With pytest-xdist (-n N), the tests on the
+    session's Ray cluster (the `ray_cluster` fixture) all go to one worker, which starts
+    the cluster once."""
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray_cluster"))
-    if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow: python -m pytest --slow runs it, as .ci/run does")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    selected = config.getoption("-m") or ""
+    for tier, how in TIERS.items():
+        if config.getoption(f"--{tier}") or tier in selected:
+            continue
+        skip = pytest.mark.skip(reason=f"{tier}: {how}")
+        for item in items:
+            if tier in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture
