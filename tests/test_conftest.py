@@ -30,12 +30,11 @@ class Outcomes:
             self.results[name] = (report.outcome, str(report.longrepr))
 
 
-def run(tmp_path, tests=NEEDS, extra=()):
+def run(tmp_path):
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
-    # A file name of this test's own: the runs share one process and its imported modules.
-    (tmp_path / f"test_{tmp_path.name}.py").write_text(tests)
+    (tmp_path / "test_needs.py").write_text(NEEDS)
     outcomes = Outcomes()
-    args = [str(tmp_path), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", *extra]
+    args = [str(tmp_path), "-q", "-p", "no:cacheprovider", "--import-mode=importlib"]
     pytest.main(args, plugins=[outcomes])
     return outcomes.results
 
@@ -58,39 +57,51 @@ def test_a_missing_library_fails_in_ci(tmp_path, monkeypatch):
     assert "CI installs .ci/system-packages.txt" in message
 
 
-TIERS = """
-import pytest
+class Item:
+    """What the collection hook reads of a test: its keywords, fixtures and markers."""
 
-def test_default():
-    pass
+    def __init__(self, *keywords):
+        self.keywords = {name: True for name in keywords}
+        self.fixturenames = ()
+        self.skip = None
 
-@pytest.mark.slow
-def test_slow():
-    pass
+    def add_marker(self, marker):
+        if marker.name == "skip":
+            self.skip = marker.kwargs["reason"]
 
-@pytest.mark.long
-def test_long():
-    pass
-"""
+
+class Config:
+    def __init__(self, args):
+        self.options = {"--slow": "--slow" in args, "--long": "--long" in args, "-m": None}
+        if "-m" in args:
+            self.options["-m"] = args[args.index("-m") + 1]
+
+    def getoption(self, name):
+        return self.options[name]
 
 
 @pytest.mark.parametrize(
-    "args, ran, skipped",
+    "args, skipped",
     [
-        ([], {"test_default"}, {"test_slow", "test_long"}),
-        (["--slow"], {"test_default", "test_slow"}, {"test_long"}),
-        (["-m", "slow"], {"test_slow"}, set()),
-        (["-m", "long"], {"test_long"}, set()),
-        (["--slow", "--long"], {"test_default", "test_slow", "test_long"}, set()),
+        ([], {"slow", "long"}),
+        (["--slow"], {"long"}),
+        (["-m", "slow"], {"long"}),  # -m slow deselects the long tests; they never run.
+        (["-m", "long"], {"slow"}),
+        (["--slow", "--long"], set()),
     ],
 )
-def test_slow_and_long_tests_run_only_when_asked_for(tmp_path, args, ran, skipped):
-    """The default suite skips both tiers, naming how to run them; .ci/run's second stage
-    (-m slow) runs the slow tests and not the long ones."""
-    results = run(tmp_path, TIERS, args)
-    outcomes = {name: outcome for name, (outcome, _) in results.items()}
-    assert outcomes == {**dict.fromkeys(ran, "passed"), **dict.fromkeys(skipped, "skipped")}
-    if "test_long" in skipped:
-        assert "long: python -m pytest -m long runs it; .ci/run does not" in results["test_long"][1]
-    if "test_slow" in skipped:
-        assert "slow: python -m pytest --slow runs it, as .ci/run does" in results["test_slow"][1]
+def test_slow_and_long_tests_run_only_when_asked_for(request, args, skipped):
+    """The default suite skips both tiers, each naming how to run it; .ci/run's second
+    stage (-m slow) runs the slow tests and not the long ones."""
+    path = str(Path(__file__).with_name("conftest.py"))
+    plugins = request.config.pluginmanager.get_plugins()
+    (conftest,) = [plugin for plugin in plugins if getattr(plugin, "__file__", None) == path]
+    items = {tier: Item(tier) for tier in ("default", "slow", "long")}
+    conftest.pytest_collection_modifyitems(Config(args), list(items.values()))
+    reasons = {
+        "slow": "slow: python -m pytest --slow runs it, as .ci/run does",
+        "long": "long: python -m pytest -m long runs it; .ci/run does not",
+    }
+    assert {tier: item.skip for tier, item in items.items()} == {
+        tier: reasons.get(tier) if tier in skipped else None for tier in items
+    }
