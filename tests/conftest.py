@@ -31,7 +31,9 @@ TIERS = {
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--slow", action="store_true", help="also run the tests marked slow (long learning runs)"
+        "--slow",
+        action="store_true",
+        help="also run the tests marked slow (learning runs over seeds, Ray runs)",
     )
     parser.addoption(
         "--long",
