@@ -171,16 +171,19 @@ def parse_with_checkpoints(parser: argparse.ArgumentParser) -> argparse.Namespac
     return args
 
 
-def fixed_set_evaluator(network, topology, episodes: int, seed: int, member_chunk: int):
+def fixed_set_evaluator(
+    network, topology, episodes: int, seed: int, member_chunk: int, jit_compile=True
+):
     """A function theta [D] -> returns [episodes] of `network` (a population network)
-    on a fixed set of episodes (XLA); it raises if an episode outlasts `MAX_STEPS`.
+    on a fixed set of episodes (XLA with `jit_compile`, the config's `train.jit_compile`
+    in these scripts); it raises if an episode outlasts `MAX_STEPS`.
 
     Each episode is played by its own copy of theta, so that the network runs only for
     the episodes still running (`member_chunk`).
     """
     env = Routing(episodes, seed=seed, topology=topology)
     policy = PopulationPolicy(network, env.action_space, episodes, 1, member_chunk=member_chunk)
-    evaluator = PopulationEvaluator(env, policy, max_steps=MAX_STEPS, jit_compile=True)
+    evaluator = PopulationEvaluator(env, policy, max_steps=MAX_STEPS, jit_compile=jit_compile)
 
     def evaluate(theta):
         env.restart_streams()  # The same demand streams every time.
@@ -229,10 +232,11 @@ def main():
     algo = ES(batch_env, config, seed=args.seed)
     trainer = ES.make_trainer(config, algo, batch_env, args.seed)
     topology = batch_env.topology
+    jit = config.train.jit_compile
     evaluate = fixed_set_evaluator(
-        algo.network, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk
+        algo.network, topology, args.eval_episodes, args.eval_seed, config.es.member_chunk, jit
     )
-    sap = heuristic_returns(topology, "sap", args.eval_episodes, args.eval_seed)
+    sap = heuristic_returns(topology, "sap", args.eval_episodes, args.eval_seed, jit)
     detail = topology_detail(batch_env)
     log = LevelLog(args.config, args.seed, sap, args.out, detail)
     print(

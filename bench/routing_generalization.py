@@ -42,16 +42,17 @@ TRAIN = [f"waxman-{n}-s{seed}" for n in (10, 20, 30, 40, 50) for seed in (0, 1)]
 TEST = [f"waxman-{n}-s100" for n in (15, 25, 35, 45)] + ["nsfnet", "geant2"]
 
 
-def router_evaluator(network, topology, episodes: int, seed: int):
+def router_evaluator(network, topology, episodes: int, seed: int, jit_compile=True):
     """A function theta -> returns [episodes] of its first episodes on `topology` alone
-    (a fixed set), for thetas of `network`'s shape (its weights fit any topology)."""
+    (a fixed set), for thetas of `network`'s shape (its weights fit any topology); XLA
+    with `jit_compile`."""
     population = GraphPopulation(
         RoutingGraphFeatures(topology),
         network.core.size,
         network.core.readout,
         network.core.steps,
     )
-    return fixed_set_evaluator(population, topology, episodes, seed, member_chunk=16)
+    return fixed_set_evaluator(population, topology, episodes, seed, 16, jit_compile)
 
 
 def versus_sap(routers: list[np.ndarray], sap: np.ndarray) -> tuple[str, str, str]:
@@ -150,10 +151,11 @@ def main():
     for names, kind in ((args.train, "train"), (args.test, "held out")):
         for name in names:
             topology = load_topology(name)
-            evaluate = router_evaluator(algo.network, topology, args.episodes, args.eval_seed)
+            fixed_set = (args.episodes, args.eval_seed, config.train.jit_compile)
+            evaluate = router_evaluator(algo.network, topology, *fixed_set)
             routers = [evaluate(theta) for theta in thetas]
-            sap = heuristic_returns(topology, "sap", args.episodes, args.eval_seed)
-            balance = heuristic_returns(topology, "load_balancing", args.episodes, args.eval_seed)
+            sap = heuristic_returns(topology, "sap", *fixed_set)
+            balance = heuristic_returns(topology, "load_balancing", *fixed_set)
             cells = " | ".join(versus_sap(routers, sap))
             print(
                 f"| {name} | {topology.num_nodes} | {topology.num_links} | {kind} | {cells} | "

@@ -47,16 +47,17 @@ def finished_returns(recorder: EpisodeRecorder, what: str) -> np.ndarray:
     return recorder.first_episodes()[0].numpy()
 
 
-def evaluate(topology, heuristic: str, episodes: int, seed: int) -> np.ndarray:
+def evaluate(topology, heuristic: str, episodes: int, seed: int, jit_compile=True) -> np.ndarray:
     """The returns [episodes] of the first episode of each of `episodes` networks of a
-    `Routing` batch with `seed`, played by `heuristic`, in one XLA call.
+    `Routing` batch with `seed`, played by `heuristic`, in one XLA call (one graph call
+    without `jit_compile`, as for a config with `train.jit_compile=false`).
 
     `topology` is a name, a `Topology` or a `TopologySet` (network i of a mixed batch
     routes on topology i mod T). Raises if an episode outlasts `MAX_STEPS` steps.
     """
     env = Routing(episodes, seed=seed, topology=topology)
     recorder = EpisodeRecorder(Heuristic(heuristic, topology, seed=seed), episodes)
-    tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=True)()
+    tf.function(lambda: first_episodes(env, recorder, MAX_STEPS), jit_compile=bool(jit_compile))()
     return finished_returns(recorder, f"{heuristic} on {topology_name(topology)}")
 
 

@@ -78,3 +78,21 @@ def test_the_router_evaluator_scores_the_same_fixed_set_every_call(heuristics):
     np.testing.assert_array_equal(evaluate(population.init_params(0)), first)
     assert first.shape == (6,) and len(set(first.tolist())) > 2
     assert not np.array_equal(evaluate(population.init_params(1)), first)
+
+
+def test_without_xla_the_evaluators_score_the_same_episodes(heuristics):
+    """jit_compile=False (a config with train.jit_compile=false) changes how the fixed set
+    is computed, not which episodes it holds: SAP and a router score as under XLA."""
+    routing_es = importlib.import_module("routing_es")
+    topology = make_topology_set(["nsfnet", "waxman-10-s0"])
+    np.testing.assert_array_equal(
+        heuristics.evaluate(topology, "sap", 6, seed=5, jit_compile=False),
+        heuristics.evaluate(topology, "sap", 6, seed=5),
+    )
+    population = GraphPopulation(RoutingGraphFeatures(topology), 4, 4, 1)
+    theta = population.init_params(0)
+    scores = [
+        routing_es.fixed_set_evaluator(population, topology, 6, 0, 6, jit_compile=jit)(theta)
+        for jit in (False, True)
+    ]
+    np.testing.assert_allclose(scores[0], scores[1], rtol=1e-6)
