@@ -1,60 +1,64 @@
 """The suite's own rules: a test whose system library is missing skips, or fails in CI."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-NEEDS = """
-import pytest
 
-@pytest.mark.needs_libraries(["batchrl-no-such-library"], "libno-such-package1")
-def test_missing():
-    pass
-
-@pytest.mark.needs_libraries(["c"], "libc6")
-def test_present():
-    pass
-"""
+def suite_conftest(request):
+    """The suite's tests/conftest.py module, as pytest loaded it."""
+    path = str(Path(__file__).with_name("conftest.py"))
+    plugins = request.config.pluginmanager.get_plugins()
+    (conftest,) = [plugin for plugin in plugins if getattr(plugin, "__file__", None) == path]
+    return conftest
 
 
-class Outcomes:
-    """Records each test's outcome and, for a skip or failure, its message."""
+class Needs:
+    """What the setup hook reads of a test: its needs_libraries markers."""
 
-    def __init__(self):
-        self.results = {}
+    def __init__(self, names, package):
+        self.marks = [pytest.mark.needs_libraries(names, package).mark]
 
-    def pytest_runtest_logreport(self, report):
-        if report.when == "call" or report.outcome != "passed":
-            name = report.nodeid.split("::")[-1]
-            self.results[name] = (report.outcome, str(report.longrepr))
+    def iter_markers(self, name):
+        return [mark for mark in self.marks if mark.name == name]
 
 
-def run(tmp_path):
-    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
-    (tmp_path / "test_needs.py").write_text(NEEDS)
-    outcomes = Outcomes()
-    args = [str(tmp_path), "-q", "-p", "no:cacheprovider", "--import-mode=importlib"]
-    pytest.main(args, plugins=[outcomes])
-    return outcomes.results
+def setup_outcome(request, needs: Needs) -> tuple[str, str]:
+    """('passed' | 'skipped' | 'failed', message) of the suite's setup hook on `needs`."""
+    try:
+        suite_conftest(request).pytest_runtest_setup(needs)
+    except pytest.skip.Exception as skip:
+        return "skipped", str(skip)
+    except pytest.fail.Exception as failure:
+        return "failed", str(failure)
+    return "passed", ""
 
 
-def test_a_missing_library_skips_naming_it_and_its_package(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_a_present_library_runs_the_test(request, monkeypatch, ci):
     monkeypatch.delenv("CI", raising=False)
-    results = run(tmp_path)
-    assert results["test_present"][0] == "passed"
-    outcome, message = results["test_missing"]
-    assert outcome == "skipped"
-    assert "libbatchrl-no-such-library: apt-get install libno-such-package1" in message
+    if ci:
+        monkeypatch.setenv("CI", ci)
+    assert setup_outcome(request, Needs(["c"], "libc6")) == ("passed", "")
 
 
-def test_a_missing_library_fails_in_ci(tmp_path, monkeypatch):
+def test_a_missing_library_skips_naming_it_and_its_package(request, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    needs = Needs(["c", "batchrl-no-such-library"], "libno-such-package1")
+    assert setup_outcome(request, needs) == (
+        "skipped",
+        "needs libbatchrl-no-such-library: apt-get install libno-such-package1",
+    )
+
+
+def test_a_missing_library_fails_in_ci(request, monkeypatch):
     monkeypatch.setenv("CI", "true")
-    results = run(tmp_path)
-    assert results["test_present"][0] == "passed"
-    outcome, message = results["test_missing"]
-    assert outcome == "failed"
-    assert "CI installs .ci/system-packages.txt" in message
+    needs = Needs(["batchrl-no-such-library"], "libno-such-package1")
+    assert setup_outcome(request, needs) == (
+        "failed",
+        "needs libbatchrl-no-such-library: apt-get install libno-such-package1 "
+        "(CI installs .ci/system-packages.txt)",
+    )
 
 
 class Item:
@@ -93,9 +97,7 @@ class Config:
 def test_slow_and_long_tests_run_only_when_asked_for(request, args, skipped):
     """The default suite skips both tiers, each naming how to run it; .ci/run's second
     stage (-m slow) runs the slow tests and not the long ones."""
-    path = str(Path(__file__).with_name("conftest.py"))
-    plugins = request.config.pluginmanager.get_plugins()
-    (conftest,) = [plugin for plugin in plugins if getattr(plugin, "__file__", None) == path]
+    conftest = suite_conftest(request)
     items = {tier: Item(tier) for tier in ("default", "slow", "long")}
     conftest.pytest_collection_modifyitems(Config(args), list(items.values()))
     reasons = {
