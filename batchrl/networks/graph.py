@@ -114,11 +114,11 @@ class GraphCore:
     each vertex is projected once rather than once per edge.
 
     A family of graphs (`GraphFeatures.graphs`) takes `which` [M, G], each graph's
-    member of the family: each graph gathers its own edges (padded with edges whose
-    messages no vertex reads) and each vertex sums its own incoming messages, so a padded
-    vertex sends and receives nothing; its state still evolves from zeros, and the
-    readout sums only the graph's own V_t vertices. A graph's scores are therefore those
-    of the same graph alone, up to float32 rounding: the sums run in another order.
+    member of the family: each vertex sums the messages from its senders in its own graph
+    (`family_incoming`), so a padded vertex receives nothing and no vertex hears from it;
+    its state still evolves from zeros, and the readout sums only the graph's own V_t
+    vertices. A graph's scores are therefore those of the same graph alone, up to float32
+    rounding: the sums run in another order.
     """
 
     def __init__(
@@ -147,31 +147,19 @@ class GraphCore:
         self._scatter = tf.constant(scatter)  # [V, P], sums messages at the receiver
 
     def _make_family(self, num_vertices: int, graphs) -> None:
-        """The edges [T, P] and incoming lists [T, V, D] of a family of T graphs.
-
-        Graph t's edges are padded to P with (0, 0), whose messages no vertex reads; a
-        vertex's incoming list names its D_v incoming edges, then P (a zero message) up
-        to D, the most incoming edges of any vertex.
-        """
+        """The incoming senders and masks [T, V, D] (`incoming_senders`) and the vertex
+        masks [T, V] of a family of T graphs, D the most incoming edges of any vertex."""
         graphs = [(int(v), np.asarray(e, np.int32).reshape(-1, 2)) for v, e in graphs]
         if max(v for v, _ in graphs) > num_vertices:
             raise ValueError(f"A graph of the family has more than V = {num_vertices} vertices.")
-        most_edges = max(max(len(e) for _, e in graphs), 1)
-        incoming = [[np.flatnonzero(e[:, 1] == v) for v in range(num_vertices)] for _, e in graphs]
-        most_incoming = max(max(len(i) for lists in incoming for i in lists), 1)
-        first = np.zeros([len(graphs), most_edges], np.int32)
-        second = np.zeros([len(graphs), most_edges], np.int32)
-        lists = np.full([len(graphs), num_vertices, most_incoming], most_edges, np.int32)
-        mask = np.zeros([len(graphs), num_vertices], np.float32)
-        for t, (size, edges) in enumerate(graphs):
-            first[t, : len(edges)], second[t, : len(edges)] = edges[:, 0], edges[:, 1]
-            for v, edge_ids in enumerate(incoming[t]):
-                lists[t, v, : len(edge_ids)] = edge_ids
-            mask[t, :size] = 1.0
-        self._first = tf.constant(first)  # [T, P]
-        self._second = tf.constant(second)  # [T, P]
-        self._incoming = tf.constant(lists)  # [T, V, D]
-        self._vertex_mask = tf.constant(mask)  # [T, V]
+        depth = max(most_incoming(num_vertices, e) for _, e in graphs)
+        senders, masks = zip(*(incoming_senders(num_vertices, e, depth) for _, e in graphs))
+        vertex_mask = np.zeros([len(graphs), num_vertices], np.float32)
+        for t, (size, _) in enumerate(graphs):
+            vertex_mask[t, :size] = 1.0
+        self._senders = tf.constant(np.stack(senders))  # [T, V, D]
+        self._incoming_mask = tf.constant(np.stack(masks))  # [T, V, D]
+        self._vertex_mask = tf.constant(vertex_mask)  # [T, V]
 
     def __call__(self, weights: dict, states: tf.Tensor, which: tf.Tensor | None = None):
         """Scores [M, G] of vertex states [M, G, V, H] with weights {name: [M, ...]}.
@@ -187,17 +175,11 @@ class GraphCore:
         input_bias = gru_bias[:, None, None, 0]  # [M, 1, 1, 3H]
         state_bias = gru_bias[:, None, None, 1]  # [M, 1, 1, 3H]
         if self.family:
-            first = tf.gather(self._first, which)  # [M, G, P]
-            second = tf.gather(self._second, which)  # [M, G, P]
-            lists = tf.gather(self._incoming, which)  # [M, G, V, D]
+            senders, mask = self.family_senders(which, tf.shape(h)[2])
         for _ in range(self.steps):
             if self.family:
-                upstream = tf.gather(_matmul(h, top), first, batch_dims=2)  # [M, G, P, H]
-                downstream = tf.gather(_matmul(h, bottom), second, batch_dims=2)
-                message = tf.nn.selu(upstream + downstream + bias)  # [M, G, P, H]
-                message = tf.pad(message, [[0, 0], [0, 0], [0, 1], [0, 0]])  # [M, G, P + 1, H]
-                incoming = tf.reduce_sum(
-                    tf.gather(message, lists, batch_dims=2), axis=3
+                incoming = self.family_incoming(
+                    _matmul(h, top), _matmul(h, bottom), bias, senders, mask
                 )  # [M, G, V, H]
             else:
                 upstream = tf.gather(_matmul(h, top), self._first, axis=2)  # [M, G, P, H]
@@ -220,11 +202,53 @@ class GraphCore:
         score = _dense(g, weights["readout3_kernel"], weights["readout3_bias"])  # [M, G, 1]
         return score[..., 0]  # [M, G]
 
+    def family_senders(self, which: tf.Tensor, num_vertices: tf.Tensor):
+        """(senders int32 [M, G, V, D], mask [M, G, V, D, 1]) of the family's graphs
+        `which` [M, G]: the senders of each vertex's incoming edges in its own graph, as
+        rows of the vertex states flattened to [M G V, H], and 1 for an edge, 0 for
+        padding (`incoming_senders`)."""
+        graphs = tf.shape(which)  # [M, G]
+        rows = tf.range(graphs[0] * graphs[1]) * num_vertices  # [M G]
+        rows = tf.reshape(rows, tf.concat([graphs, [1, 1]], 0))  # [M, G, 1, 1]
+        senders = tf.gather(self._senders, which) + rows  # [M, G, V, D]
+        return senders, tf.gather(self._incoming_mask, which)[..., None]
+
+    def family_incoming(self, up, down, bias, senders, mask):
+        """M_v [M, G, V, H] of a family: the sum over v's incoming edges p in its own
+        graph of selu(up_sender(p) + down_v + b_m), of the projections up = h W_top and
+        down = h W_bottom [M, G, V, H], the bias [M, 1, 1, H] and `family_senders`.
+
+        Each vertex gathers its senders' rows with one plain gather, and padded entries
+        are masked out. Per-edge messages gathered with batched gathers (`batch_dims`),
+        as this did up to 7cbb082, made `mixed_es`'s generations 1.7x slower on XLA
+        (bench/graph_aggregation.py, docs/benchmarks.md).
+        """
+        upstream = tf.gather(tf.reshape(up, [-1, tf.shape(up)[-1]]), senders)  # [M, G, V, D, H]
+        message = tf.nn.selu(upstream + down[..., None, :] + bias[..., None, :])
+        return tf.reduce_sum(message * mask, axis=3)  # [M, G, V, H]
+
     def initial_states(self, features: tf.Tensor) -> tf.Tensor:
         """Vertex states [..., V, H]: the features [..., V, F], padded with zeros."""
         width = int(features.shape[-1])
         paddings = [[0, 0]] * (len(features.shape) - 1) + [[0, self.size - width]]
         return tf.pad(features, paddings)
+
+
+def most_incoming(num_vertices: int, edges: np.ndarray) -> int:
+    """The most incoming edges of any vertex of edges [P, 2] (at least 1)."""
+    return max(int(np.bincount(edges[:, 1], minlength=num_vertices).max(initial=0)), 1)
+
+
+def incoming_senders(num_vertices: int, edges: np.ndarray, depth: int):
+    """(senders int32 [V, depth], mask float32 [V, depth]): the sender of each of vertex
+    v's incoming edges (receiver = v) of edges [P, 2], in edge order, padded with vertex
+    0, and 1 where an entry is an edge, 0 where it is padding."""
+    senders = np.zeros([num_vertices, depth], np.int32)
+    mask = np.zeros([num_vertices, depth], np.float32)
+    for v in range(num_vertices):
+        sent = edges[edges[:, 1] == v, 0]
+        senders[v, : len(sent)], mask[v, : len(sent)] = sent, 1.0
+    return senders, mask
 
 
 def _matmul(x, w):

@@ -9,7 +9,13 @@ import tensorflow as tf
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
 from batchrl.networks.factory import make_network, make_population_network
-from batchrl.networks.graph import GraphNetwork, GraphPopulation, weight_shapes
+from batchrl.networks.graph import (
+    GraphCore,
+    GraphNetwork,
+    GraphPopulation,
+    incoming_senders,
+    weight_shapes,
+)
 
 
 def observations(topology, count, seed=3, steps=6):
@@ -160,6 +166,50 @@ def test_the_network_reads_any_graph_and_its_features():
     assert critic(observ).shape == (2, 1)
     with pytest.raises(ValueError, match="chain's graphs start from 2 features"):
         GraphPopulation(Chain(), link_state_size=1)
+
+
+class Star:
+    """Chain's shape with edges 0 -> 2, 1 -> 2, 0 -> 1: vertex 2 has two incoming edges,
+    vertex 0 none (a family of it and Chain: `graphs`)."""
+
+    name = "star"
+    num_vertices = 3
+    edges = np.array([[0, 2], [1, 2], [0, 1]])
+    num_features = 2
+    num_actions = 2
+
+
+def test_incoming_senders_name_each_vertexs_senders_and_mask_the_padding():
+    senders, mask = incoming_senders(3, Star.edges, 2)
+    np.testing.assert_array_equal(senders, [[0, 0], [0, 0], [0, 1]])
+    np.testing.assert_array_equal(mask, [[0, 0], [1, 0], [1, 1]])
+    senders, mask = incoming_senders(4, Chain.edges, 3)
+    np.testing.assert_array_equal(senders, [[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(mask, [[0, 0, 0], [1, 0, 0], [1, 0, 0], [0, 0, 0]])
+
+
+def test_each_vertex_of_a_family_sums_the_messages_from_its_own_senders():
+    """Golden sums, with selu(u + d + b) = u + d + b for positive numbers: graph 0 is a
+    Star (vertex 0 hears nothing, vertex 1 vertex 0, vertex 2 vertices 0 and 1), graph 1
+    a Chain (vertex 1 hears vertex 0, vertex 2 vertex 1), for two members."""
+
+    class Family(Star):
+        edges = None
+        graphs = ((3, Star.edges), (3, Chain.edges))
+
+    core = GraphCore(Family(), 2, 1, 1)
+    up = np.array([[1.0, 10.0], [2.0, 20.0], [4.0, 40.0]], np.float32)  # [V, H]
+    up = tf.constant(np.stack([np.stack([up, 2 * up])] * 2))  # [M, G, V, H] = [2, 2, 3, 2]
+    down = tf.fill([2, 2, 3, 2], 100.0)
+    bias = tf.constant([0.0, 1000.0])[None, None, None, :] * tf.ones([2, 1, 1, 1])
+    which = tf.constant([[0, 1], [1, 0]])  # Member 0: Star, Chain; member 1: Chain, Star.
+    senders, mask = core.family_senders(which, 3)
+    scale = float(tf.nn.selu(1.0))  # selu(x) = scale x for x > 0.
+    incoming = core.family_incoming(up, down, bias, senders, mask).numpy() / scale
+    # Vertex v's sum over its senders s of (u_s + 100, u_s + 1100), u_s of its graph.
+    star, star_doubled = [[0, 0], [101, 1110], [203, 2230]], [[0, 0], [102, 1120], [206, 2260]]
+    chain, chain_doubled = [[0, 0], [101, 1110], [102, 1120]], [[0, 0], [102, 1120], [104, 1140]]
+    np.testing.assert_allclose(incoming, [[star, chain_doubled], [chain, star_doubled]], rtol=1e-6)
 
 
 def test_ppo_gets_a_graph_actor_and_critic_and_raw_observations():
