@@ -43,6 +43,11 @@ class BatchedCore(GraphCore):
 
     def __init__(self, features, link_state_size, readout_units, steps):
         super().__init__(features, link_state_size, readout_units, steps)
+        if not self.family:
+            raise SystemExit(
+                f"{features.name} is one topology, whose network sums by a [V, P] matrix as "
+                "before: this compares mixed batches (env.topologies) only."
+            )
         graphs = [np.asarray(e, np.int32).reshape(-1, 2) for _, e in features.graphs]
         most = max(len(e) for e in graphs)
         depth = max(int(np.bincount(e[:, 1]).max()) for e in graphs)
