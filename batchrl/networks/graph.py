@@ -219,8 +219,8 @@ class GraphCore:
         down = h W_bottom [M, G, V, H], the bias [M, 1, 1, H] and `family_senders`.
 
         Each vertex gathers its senders' rows with one plain gather, and padded entries
-        are masked out. Per-edge messages gathered with batched gathers (`batch_dims`),
-        as this did up to 7cbb082, made `mixed_es`'s generations 1.7x slower on XLA
+        are masked out. Per-edge messages from batched gathers (`batch_dims`), as this
+        did up to 7cbb082, made `mixed_es`'s generations 1.5x slower under XLA
         (bench/graph_aggregation.py, docs/benchmarks.md).
         """
         upstream = tf.gather(tf.reshape(up, [-1, tf.shape(up)[-1]]), senders)  # [M, G, V, D, H]
