@@ -32,7 +32,7 @@ from routing_es import build_es
 
 from batchrl.config import load_run_config
 from batchrl.envs.routing import Routing, RoutingGraphFeatures, load_topology
-from batchrl.networks.graph import GraphCore, GraphNetwork, GraphPopulation
+from batchrl.networks.graph import GraphCore, GraphNetwork, GraphPopulation, most_incoming
 
 
 class BatchedCore(GraphCore):
@@ -50,7 +50,7 @@ class BatchedCore(GraphCore):
             )
         graphs = [np.asarray(e, np.int32).reshape(-1, 2) for _, e in features.graphs]
         most = max(len(e) for e in graphs)
-        depth = max(int(np.bincount(e[:, 1]).max()) for e in graphs)
+        depth = max(most_incoming(features.num_vertices, e) for e in graphs)
         first = np.zeros([len(graphs), most], np.int32)  # Padded with (0, 0),
         second = np.zeros([len(graphs), most], np.int32)
         lists = np.full([len(graphs), features.num_vertices, depth], most, np.int32)
@@ -61,7 +61,7 @@ class BatchedCore(GraphCore):
                 lists[t, v, : len(ids)] = ids
         self._edges = tuple(map(tf.constant, (first, second, lists)))
 
-    def family_senders(self, which, num_vertices):
+    def family_senders(self, which):
         return tuple(tf.gather(part, which) for part in self._edges), None
 
     def family_incoming(self, up, down, bias, senders, mask):
@@ -91,10 +91,16 @@ def alternate(calls: dict, repeats: int) -> dict:
     return runs
 
 
-def es_generation(config: str, seed: int, repeats: int, overrides=()) -> None:
+def medians(timed: dict) -> tuple[dict, list]:
+    """({name: median seconds}, [each side's last result]) of `alternate`'s runs."""
+    median = {name: float(np.median([s for s, _ in values])) for name, values in timed.items()}
+    return median, [values[-1][1] for values in timed.values()]
+
+
+def es_generation(config: str, seed: int, repeats: int) -> None:
     runs = {}
     for name in ("senders", "edges"):
-        _, algo, trainer = build_es(config, [f"train.seed={seed}", *overrides], seed)
+        _, algo, trainer = build_es(config, [f"train.seed={seed}"], seed)
         if name == "edges":
             algo.network.core = batched_core(algo.network.core, algo.network.features)
         runs[name] = (algo, trainer)
@@ -135,14 +141,13 @@ def forward(topology: str, members: int, repeats: int) -> None:
         for name, net in (("senders", network), ("edges", baseline))
     }
     timed = alternate({name: lambda c=c: c().numpy() for name, c in calls.items()}, repeats)
-    median = {name: float(np.median([s for s, _ in values])) for name, values in timed.items()}
-    outputs = [values[-1][1] for values in timed.values()]
+    median, (first, second) = medians(timed)
     report(
         f"{topology} ({features.num_vertices} links, {len(features.graphs[0][1])} message "
         "pairs) as a family of one: "
         f"forward pass of {members} members, s",
         median,
-        np.abs(outputs[0] - outputs[1]).max(),
+        np.abs(first - second).max(),
     )
 
 
@@ -159,7 +164,7 @@ def gradient(config: str, batch: int, repeats: int) -> None:
     )
     observ = routing_observations(features, batch)
     weight = tf.random.stateless_normal([batch, features.num_actions], seed=[1, 2])
-    calls, grads = {}, {}
+    calls = {}
     for name in ("senders", "edges"):
         actor = GraphNetwork(features, critic=False, seed=0, **sizes)
         critic = GraphNetwork(features, critic=True, seed=1, **sizes)
@@ -179,8 +184,7 @@ def gradient(config: str, batch: int, repeats: int) -> None:
     timed = alternate(
         {name: lambda c=c: [g.numpy() for g in c()] for name, c in calls.items()}, repeats
     )
-    median = {name: float(np.median([s for s, _ in values])) for name, values in timed.items()}
-    grads = [values[-1][1] for values in timed.values()]
+    median, grads = medians(timed)
     difference = max(float(np.abs(a - b).max()) for a, b in zip(*grads))
     report(
         f"{config}: a gradient of the actor and critic on {batch} observations "

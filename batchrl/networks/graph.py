@@ -175,7 +175,7 @@ class GraphCore:
         input_bias = gru_bias[:, None, None, 0]  # [M, 1, 1, 3H]
         state_bias = gru_bias[:, None, None, 1]  # [M, 1, 1, 3H]
         if self.family:
-            senders, mask = self.family_senders(which, tf.shape(h)[2])
+            senders, mask = self.family_senders(which)
         for _ in range(self.steps):
             if self.family:
                 incoming = self.family_incoming(
@@ -202,13 +202,13 @@ class GraphCore:
         score = _dense(g, weights["readout3_kernel"], weights["readout3_bias"])  # [M, G, 1]
         return score[..., 0]  # [M, G]
 
-    def family_senders(self, which: tf.Tensor, num_vertices: tf.Tensor):
+    def family_senders(self, which: tf.Tensor):
         """(senders int32 [M, G, V, D], mask [M, G, V, D, 1]) of the family's graphs
         `which` [M, G]: the senders of each vertex's incoming edges in its own graph, as
         rows of the vertex states flattened to [M G V, H], and 1 for an edge, 0 for
         padding (`incoming_senders`)."""
         graphs = tf.shape(which)  # [M, G]
-        rows = tf.range(graphs[0] * graphs[1]) * num_vertices  # [M G]
+        rows = tf.range(graphs[0] * graphs[1]) * int(self._senders.shape[1])  # [M G] times V
         rows = tf.reshape(rows, tf.concat([graphs, [1, 1]], 0))  # [M, G, 1, 1]
         senders = tf.gather(self._senders, which) + rows  # [M, G, V, D]
         return senders, tf.gather(self._incoming_mask, which)[..., None]

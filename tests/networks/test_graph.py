@@ -203,7 +203,7 @@ def test_each_vertex_of_a_family_sums_the_messages_from_its_own_senders():
     down = tf.fill([2, 2, 3, 2], 100.0)
     bias = tf.constant([0.0, 1000.0])[None, None, None, :] * tf.ones([2, 1, 1, 1])
     which = tf.constant([[0, 1], [1, 0]])  # Member 0: Star, Chain; member 1: Chain, Star.
-    senders, mask = core.family_senders(which, 3)
+    senders, mask = core.family_senders(which)
     scale = float(tf.nn.selu(1.0))  # selu(x) = scale x for x > 0.
     incoming = core.family_incoming(up, down, bias, senders, mask).numpy() / scale
     # Vertex v's sum over its senders s of (u_s + 100, u_s + 1100), u_s of its graph.
