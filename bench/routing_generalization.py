@@ -51,6 +51,7 @@ def router_evaluator(network, topology, episodes: int, seed: int, jit_compile=Tr
         network.core.size,
         network.core.readout,
         network.core.steps,
+        path_readout=network.core.path_readout,
     )
     return fixed_set_evaluator(population, topology, episodes, seed, 16, jit_compile)
 

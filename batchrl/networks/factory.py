@@ -145,7 +145,8 @@ def make_graph(
     actor if `output` is the number of actions A (routing: K paths), else the critic.
 
     `layers` are unused: the graph network's sizes are `network.link_state_size`,
-    `network.readout_units` and `network.message_passing_steps`.
+    `network.readout_units` and `network.message_passing_steps`; `network.path_readout`
+    is the actor's (the critic sums all vertices).
     """
     from batchrl.networks.graph import GraphNetwork
 
@@ -157,14 +158,16 @@ def make_graph(
             f"one value (the critic), not {output}: is the environment a "
             f"{network.graph_features} one?"
         )
+    critic = output == 1 and features.num_actions != 1
     return GraphNetwork(
         features,
-        critic=output == 1 and features.num_actions != 1,
+        critic=critic,
         link_state_size=network.link_state_size,
         readout_units=network.readout_units,
         message_passing_steps=network.message_passing_steps,
         output_gain=output_gain,
         name=name,
+        path_readout=network.path_readout and not critic,
     )
 
 
@@ -190,6 +193,7 @@ def make_population_network(
             network.link_state_size,
             network.readout_units,
             network.message_passing_steps,
+            path_readout=network.path_readout,
         )
     raise ConfigError(
         f"network.name={network.name!r} has no population form for ES; valid choices are "

@@ -47,13 +47,20 @@ class GraphFeatures(Protocol):
     def state_graph(self, observ: tf.Tensor) -> tf.Tensor:
         """Vertex features [..., 1, V, F] of the state's graph, of observations [..., O]."""
 
+    def action_vertices(self, observ: tf.Tensor) -> tf.Tensor:
+        """1 on the vertices each action acts on, else 0: [..., A, V] (for routing, the
+        links of each candidate path). Only a network with `path_readout` reads it."""
 
-def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, tuple]]:
+
+def weight_shapes(
+    link_state_size: int, readout_units: int, path_readout: bool = False
+) -> list[tuple[str, tuple]]:
     """The weights in the order of the reference's `model.get_weights()`.
 
     Message kernel [2H, H] and bias [H]; GRU kernel [H, 3H], recurrent kernel [H, 3H]
     and bias [2, 3H] (Keras, reset_after, gates [z | r | h]); readout kernels and biases
-    [H, R], [R], [R, R], [R], [R, 1], [1].
+    [H, R], [R], [R, R], [R], [R, 1], [1]. With `path_readout` the first readout kernel
+    is [2H, R]: it reads the sum over all vertices and the sum over the action's.
     """
     h, r = int(link_state_size), int(readout_units)
     return [
@@ -62,7 +69,7 @@ def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, t
         ("gru_kernel", (h, 3 * h)),
         ("gru_recurrent_kernel", (h, 3 * h)),
         ("gru_bias", (2, 3 * h)),
-        ("readout1_kernel", (h, r)),
+        ("readout1_kernel", (2 * h if path_readout else h, r)),
         ("readout1_bias", (r,)),
         ("readout2_kernel", (r, r)),
         ("readout2_bias", (r,)),
@@ -71,8 +78,15 @@ def weight_shapes(link_state_size: int, readout_units: int) -> list[tuple[str, t
     ]
 
 
-def initial_weights(link_state_size: int, readout_units: int, seed: int | None, output_gain: float):
-    """Weights {name: float32 array} initialized as the reference initializes them.
+def initial_weights(
+    link_state_size: int,
+    readout_units: int,
+    seed: int | None,
+    output_gain: float,
+    path_readout: bool = False,
+):
+    """Weights {name: float32 array} initialized as the reference initializes them
+    (`weight_shapes`).
 
     Orthogonal with gain sqrt(2) for the message and hidden readout kernels,
     `output_gain` for the last readout kernel (reference: sqrt(0.01) for the actor, 1 for
@@ -81,7 +95,8 @@ def initial_weights(link_state_size: int, readout_units: int, seed: int | None, 
     as the other networks' initializers do.
     """
     weights = {}
-    for index, (name, shape) in enumerate(weight_shapes(link_state_size, readout_units)):
+    shapes = weight_shapes(link_state_size, readout_units, path_readout)
+    for index, (name, shape) in enumerate(shapes):
         seed_i = None if seed is None else int(seed) * 16 + index
         if name == "gru_kernel":
             init = tf.initializers.GlorotUniform(seed=seed_i)
@@ -108,7 +123,10 @@ class GraphCore:
         h_v = GRU(input M_v, state h_v)
 
     with weights shared across iterations, then a sum over vertices and three dense
-    layers (selu, selu, linear) give one score per graph [M, G]. Both faces of the
+    layers (selu, selu, linear) give one score per graph [M, G]. With `path_readout` the
+    first dense layer reads [sum over all vertices ; sum over the graph's marked
+    vertices] (for routing, the links of the graph's candidate path: the reference sums
+    all links, whose sum hides one path's few links in a large network). Both faces of the
     network (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network.
     The message layer is split as [h_s ; h_r] W_m = (h W_top)_s + (h W_bottom)_r, so
     each vertex is projected once rather than once per edge.
@@ -122,7 +140,12 @@ class GraphCore:
     """
 
     def __init__(
-        self, features: GraphFeatures, link_state_size: int, readout_units: int, steps: int
+        self,
+        features: GraphFeatures,
+        link_state_size: int,
+        readout_units: int,
+        steps: int,
+        path_readout: bool = False,
     ):
         if int(link_state_size) < features.num_features:
             raise ValueError(
@@ -135,6 +158,7 @@ class GraphCore:
         self.size = int(link_state_size)
         self.readout = int(readout_units)
         self.steps = int(steps)
+        self.path_readout = bool(path_readout)
         self.family = features.edges is None
         if self.family:
             self._make_family(features.num_vertices, features.graphs)
@@ -161,11 +185,24 @@ class GraphCore:
         self._incoming_mask = tf.constant(np.stack(masks))  # [T, V, D]
         self._vertex_mask = tf.constant(vertex_mask)  # [T, V]
 
-    def __call__(self, weights: dict, states: tf.Tensor, which: tf.Tensor | None = None):
+    def __call__(
+        self,
+        weights: dict,
+        states: tf.Tensor,
+        which: tf.Tensor | None = None,
+        marked: tf.Tensor | None = None,
+    ):
         """Scores [M, G] of vertex states [M, G, V, H] with weights {name: [M, ...]}.
 
         `which` [M, G] int32: each graph's member of a family (only for a family).
+        `marked` [M, G, V]: 1 on the vertices the path readout sums (only with it).
         """
+        h = self.propagate(weights, states, which)
+        return self.read(weights, h, marked)
+
+    def propagate(self, weights: dict, states: tf.Tensor, which: tf.Tensor | None = None):
+        """The vertex states [M, G, V, H] after the message-passing steps, those of a
+        family's padded vertices zeroed."""
         h = states
         size = self.size
         kernel = weights["message_kernel"]  # [M, 2H, H]
@@ -196,7 +233,16 @@ class GraphCore:
             h = z * h + (1.0 - z) * candidate  # [M, G, V, H]
         if self.family:
             h *= tf.gather(self._vertex_mask, which)[..., None]  # [M, G, V, H]
+        return h
+
+    def read(self, weights: dict, h: tf.Tensor, marked: tf.Tensor | None = None):
+        """Scores [M, G] of the final vertex states h [M, G, V, H] (`propagate`)."""
         g = tf.reduce_sum(h, axis=2)  # [M, G, H]
+        if self.path_readout:
+            if marked is None:
+                raise ValueError("A path readout needs `marked`, the vertices it sums.")
+            path = tf.einsum("mgv,mgvh->mgh", marked, h)  # [M, G, H]
+            g = tf.concat([g, path], axis=-1)  # [M, G, 2H]
         g = tf.nn.selu(_dense(g, weights["readout1_kernel"], weights["readout1_bias"]))
         g = tf.nn.selu(_dense(g, weights["readout2_kernel"], weights["readout2_bias"]))
         score = _dense(g, weights["readout3_kernel"], weights["readout3_bias"])  # [M, G, 1]
@@ -269,7 +315,8 @@ class GraphPopulation(PopulationNetwork):
     the candidate paths', so that ES's action noise is added to probabilities, as in the
     reference), with every member's A E graphs in one batched pass: no loop over members.
     The vector is laid out as the reference's `model.get_weights()` (see
-    `weight_shapes`); D = 6,136 for (H, R) = (25, 20) and 12,601 for (35, 35).
+    `weight_shapes`); D = 6,136 for (H, R) = (25, 20) and 12,601 for (35, 35), H R
+    more with `path_readout` (`GraphCore`).
     """
 
     def __init__(
@@ -279,11 +326,14 @@ class GraphPopulation(PopulationNetwork):
         readout_units: int = 20,
         message_passing_steps: int = 5,
         output_gain: float = 0.1,
+        path_readout: bool = False,
     ):
         self.features = features
-        self.core = GraphCore(features, link_state_size, readout_units, message_passing_steps)
+        self.core = GraphCore(
+            features, link_state_size, readout_units, message_passing_steps, path_readout
+        )
         self._output_gain = float(output_gain)
-        self.shapes = weight_shapes(link_state_size, readout_units)
+        self.shapes = weight_shapes(link_state_size, readout_units, path_readout)
         self._sizes = [int(np.prod(shape)) for _, shape in self.shapes]
 
     @property
@@ -291,7 +341,10 @@ class GraphPopulation(PopulationNetwork):
         return sum(self._sizes)
 
     def init_params(self, seed: int) -> tf.Tensor:
-        weights = initial_weights(self.core.size, self.core.readout, seed, self._output_gain)
+        core = self.core
+        weights = initial_weights(
+            core.size, core.readout, seed, self._output_gain, core.path_readout
+        )
         return tf.concat([tf.reshape(weights[name], [-1]) for name, _ in self.shapes], 0)
 
     def unflatten(self, params: tf.Tensor) -> dict:
@@ -310,10 +363,14 @@ class GraphPopulation(PopulationNetwork):
         graphs = tf.reshape(
             states, [shape[0], -1, features.num_vertices, self.core.size]
         )  # [M, E A, V, H]
-        which = None
+        which = marked = None
         if self.core.family:
             which = tf.repeat(features.graph_index(observ), features.num_actions, axis=-1)
-        scores = self.core(self.unflatten(params), graphs, which)  # [M, E A]
+        if self.core.path_readout:
+            marked = tf.reshape(
+                features.action_vertices(observ), [shape[0], -1, features.num_vertices]
+            )  # [M, E A, V]
+        scores = self.core(self.unflatten(params), graphs, which, marked)  # [M, E A]
         scores = tf.reshape(scores, [shape[0], shape[1], features.num_actions])  # [M, E, A]
         return tf.nn.softmax(scores, axis=-1)
 
@@ -326,7 +383,8 @@ class GraphNetwork(tf.Module):
     the state's graph (`GraphFeatures.state_graph`; for routing, the link capacities) and
     returns [N, 1], as the reference's criticPPO. Variables are created at construction,
     in `weight_shapes` order, from `seed`, or from the global random state when it is
-    None (so a run's seed sets them, as for the MLPs).
+    None (so a run's seed sets them, as for the MLPs). `path_readout` (`GraphCore`) is
+    the actor's only: the critic's one graph marks no action.
     """
 
     def __init__(
@@ -339,12 +397,19 @@ class GraphNetwork(tf.Module):
         output_gain: float = 0.1,
         seed: int | None = None,
         name: str = "graph",
+        path_readout: bool = False,
     ):
         super().__init__(name=name)
         self.features = features
         self.critic = bool(critic)
-        self.core = GraphCore(features, link_state_size, readout_units, message_passing_steps)
-        initial = initial_weights(link_state_size, readout_units, seed, output_gain)
+        if self.critic and path_readout:
+            raise ValueError("path_readout is the actor's: the critic's graph marks no action.")
+        self.core = GraphCore(
+            features, link_state_size, readout_units, message_passing_steps, path_readout
+        )
+        initial = initial_weights(
+            link_state_size, readout_units, seed, output_gain, path_readout
+        )
         with self.name_scope:
             self.weights = {name: tf.Variable(value, name=name) for name, value in initial.items()}
 
@@ -360,8 +425,10 @@ class GraphNetwork(tf.Module):
         graphs = int(states.shape[1])
         states = tf.reshape(states, [1, -1, features.num_vertices, self.core.size])
         weights = {name: value[None] for name, value in self.weights.items()}
-        which = None
+        which = marked = None
         if self.core.family:
             which = tf.repeat(features.graph_index(observ), graphs)[None]  # [1, N A]
-        scores = self.core(weights, states, which)
+        if self.core.path_readout:
+            marked = tf.reshape(features.action_vertices(observ), [1, -1, features.num_vertices])
+        scores = self.core(weights, states, which, marked)
         return tf.reshape(scores, [-1, graphs])  # [N, A] or [N, 1]

@@ -246,3 +246,59 @@ def test_unseeded_graph_networks_follow_the_global_seed():
     np.testing.assert_array_equal(actor0, actor0_again)
     assert not np.allclose(actor0, actor1)
     assert not np.allclose(actor0, critic0)
+
+
+class MarkedChain(Chain):
+    """Chain, whose action a acts on vertex a: the vertices a path readout sums."""
+
+    def action_vertices(self, observ):
+        shape = tf.concat([tf.shape(observ)[:-1], [2, 3]], 0)
+        return tf.broadcast_to(tf.eye(2, 3), shape)  # [..., 2, 3]
+
+
+def test_a_path_readout_reads_all_vertices_and_the_marked_ones():
+    """Golden readout: the first dense layer reads [sum of all h ; sum of marked h]."""
+    core = GraphCore(MarkedChain(), 2, 2, 1, path_readout=True)
+    weights = {
+        name: tf.constant(np.random.default_rng(index).normal(size=(1, *shape)), tf.float32)
+        for index, (name, shape) in enumerate(weight_shapes(2, 2, path_readout=True))
+    }
+    assert weights["readout1_kernel"].shape == (1, 4, 2)
+    h = np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]], np.float32)[None]  # [M, G, V, H]
+    marked = np.array([[[0.0, 1.0, 1.0]]], np.float32)  # [M, G, V]
+    g = np.array([[[9.0, 12.0, 8.0, 10.0]]], np.float32)  # all: (9, 12); marked: (8, 10)
+    w = {name: value.numpy()[0] for name, value in weights.items()}
+    selu = lambda x: tf.nn.selu(x).numpy()  # noqa: E731
+    g = selu(g @ w["readout1_kernel"] + w["readout1_bias"])
+    g = selu(g @ w["readout2_kernel"] + w["readout2_bias"])
+    expected = (g @ w["readout3_kernel"] + w["readout3_bias"])[..., 0]
+    np.testing.assert_allclose(core.read(weights, h, marked), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="needs `marked`"):
+        core.read(weights, h)
+
+
+def test_a_path_readout_actor_equals_its_population_and_routes():
+    observ = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], np.float32)  # [N, 3]
+    actor = GraphNetwork(
+        MarkedChain(), critic=False, link_state_size=4, readout_units=3, seed=0, path_readout=True
+    )
+    population = GraphPopulation(MarkedChain(), 4, 3, path_readout=True)
+    assert population.num_params == GraphPopulation(MarkedChain(), 4, 3).num_params + 4 * 3
+    flat = tf.concat([tf.reshape(actor.weights[n], [-1]) for n, _ in population.shapes], 0)
+    np.testing.assert_allclose(
+        tf.nn.softmax(actor(observ)), population.apply(flat[None], observ[None])[0], rtol=1e-5
+    )
+    with pytest.raises(ValueError, match="critic's graph marks no action"):
+        GraphNetwork(MarkedChain(), critic=True, path_readout=True)
+    # Routing marks each candidate path's links; the config turns it on for the actor.
+    topology = load_topology("nsfnet")
+    observ = observations(topology, 3)
+    marks = RoutingGraphFeatures(topology).action_vertices(observ)  # [3, K, L]
+    onehot = RoutingGraphFeatures(topology).action_graphs(observ)[..., 1:]  # [3, K, L, 3]
+    np.testing.assert_array_equal(marks, tf.reduce_max(onehot, -1))
+    config = load_run_config("nsfnet_es", ["network.path_readout=true"])
+    net = make_population_network(config.network, 0, 4)
+    assert net.core.path_readout and net.num_params == 6136 + 25 * 20
+    assert np.isfinite(net.apply(net.init_params(0)[None], observ[None])).all()
+    assert make_network(config.network, (), 4, 0.1, "policy").core.path_readout
+    assert not make_network(config.network, (), 1, 1.0, "value").core.path_readout

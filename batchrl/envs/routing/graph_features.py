@@ -24,6 +24,7 @@ class RoutingGraphFeatures:
                                        the demand size (8, 32, 64) on the links of path k,
                                        zero elsewhere
         state_graph    [..., 1, L, 1]  remaining capacity / capacity
+        action_vertices [..., K, L]    1 on the links of path k (a path readout's)
 
     The observation holds the state only; the links of the pair's K candidate paths come
     from the topology (`PathMasks`), inside the network's program, as the paper's agent
@@ -65,6 +66,10 @@ class RoutingGraphFeatures:
         size = tf.cast(tf.equal(parts.demand[..., None], DEMANDS), tf.float32)  # [..., 3]
         onehot = masks[..., None] * size[..., None, None, :]  # [..., K, L, 3]
         return tf.concat([capacity[..., None], onehot], axis=-1)  # [..., K, L, 4]
+
+    def action_vertices(self, observ: tf.Tensor) -> tf.Tensor:
+        """1 on the links of each candidate path, else 0: [..., K, L] (a path readout's)."""
+        return self.path_masks.of(self._split(observ))  # [..., K, L]
 
     def state_graph(self, observ: tf.Tensor) -> tf.Tensor:
         """The features [..., 1, L, 1] of the critic's one graph: the capacities."""
