@@ -407,9 +407,7 @@ class GraphNetwork(tf.Module):
         self.core = GraphCore(
             features, link_state_size, readout_units, message_passing_steps, path_readout
         )
-        initial = initial_weights(
-            link_state_size, readout_units, seed, output_gain, path_readout
-        )
+        initial = initial_weights(link_state_size, readout_units, seed, output_gain, path_readout)
         with self.name_scope:
             self.weights = {name: tf.Variable(value, name=name) for name, value in initial.items()}
 
