@@ -125,8 +125,8 @@ class GraphCore:
     with weights shared across iterations, then a sum over vertices and three dense
     layers (selu, selu, linear) give one score per graph [M, G]. With `path_readout` the
     first dense layer reads [sum over all vertices ; sum over the graph's marked
-    vertices] (for routing, the links of the graph's candidate path: the reference sums
-    all links, whose sum hides one path's few links in a large network). Both faces of the
+    vertices] (for routing, the links of the graph's candidate path; the reference sums
+    all links only). Both faces of the
     network (`GraphPopulation` and `GraphNetwork`) call it; M = 1 for a single network.
     The message layer is split as [h_s ; h_r] W_m = (h W_top)_s + (h W_bottom)_r, so
     each vertex is projected once rather than once per edge.
