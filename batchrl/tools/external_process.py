@@ -395,21 +395,34 @@ def _shutdown(process: subprocess.Popen, conn: multiprocessing.connection.Connec
 
 
 def _worker(conn: multiprocessing.connection.Connection, parent_pid: int) -> None:
-    """Builds the environment and answers requests until asked to close."""
+    """Builds the environment and answers requests until asked to close.
+
+    A parent that closes the pipe or dies, at any point (also while the environment is
+    still being built, as when Ctrl-C lands during start-up), ends the worker quietly.
+    """
     # The trainer handles Ctrl-C (a SIGINT sent to this process by pid, too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     try:
-        constructor = cloudpickle.loads(conn.recv_bytes())
-        env = constructor()
+        _serve(conn)
+    except (EOFError, ConnectionError):  # The parent closed the pipe or died.
+        pass
+
+
+def _serve(conn: multiprocessing.connection.Connection) -> None:
+    """Builds the environment, then answers requests until `_CLOSE` or the pipe's end."""
+    payload = conn.recv_bytes()
+    try:
+        env = cloudpickle.loads(payload)()
         spec = getattr(env, "spec", None)
         response = (_READY, (env.observation_space, env.action_space, getattr(spec, "id", None)))
     except Exception:
         response = (_EXCEPTION, _describe_exception())
-    conn.send_bytes(_encode(response))
     if response[0] == _EXCEPTION:
+        conn.send_bytes(_encode(response))
         return
     try:
+        conn.send_bytes(_encode(response))
         while True:
             message, payload = conn.recv()
             if message == _CLOSE:
@@ -425,8 +438,6 @@ def _worker(conn: multiprocessing.connection.Connection, parent_pid: int) -> Non
             except Exception:
                 response = (_EXCEPTION, _describe_exception())
             conn.send_bytes(_encode(response))
-    except (EOFError, ConnectionError):  # The parent closed the pipe or died.
-        pass
     finally:
         env.close()
 

@@ -1,6 +1,7 @@
 """Tests of ExternalProcess: forwarding, constructors, errors, dead workers and cleanup."""
 
 import concurrent.futures
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import psutil
@@ -107,7 +109,8 @@ def test_class_defined_in_main_without_rerunning_main(run_script):
     # The worker must unpickle the class by value and never run the script again.
     script = run_script(
         """
-        import gymnasium as gym
+        import cloudpickle
+import gymnasium as gym
         import numpy as np
         from batchrl.tools.external_process import ExternalProcess
 
@@ -336,3 +339,37 @@ def test_the_worker_is_outside_the_terminals_process_group():
         assert os.getsid(env.pid) != os.getsid(0)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("closed_after", [0.0, 0.5], ids=["before_building", "while_building"])
+def test_worker_whose_parent_closes_the_pipe_exits_quietly(closed_after):
+    # Ctrl-C during start-up: the trainer closes its end while the worker still reads the
+    # constructor (0.0) or still builds the environment (0.5 s into a 1 s constructor).
+    # The worker then exits 0 and prints nothing: no BrokenPipeError from its answer.
+    def slow_constructor():
+        time.sleep(1.0)
+        return CountEnv()
+
+    parent_conn, child_conn = multiprocessing.Pipe()
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "batchrl.tools.external_process",
+            str(child_conn.fileno()),
+            str(os.getpid()),
+        ],
+        pass_fds=[child_conn.fileno()],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path)),
+    )
+    child_conn.close()
+    if closed_after:
+        parent_conn.send_bytes(cloudpickle.dumps(slow_constructor))
+        time.sleep(closed_after)
+    parent_conn.close()
+    stdout, stderr = worker.communicate(timeout=30)
+    assert (worker.returncode, stdout, stderr) == (0, "", "")
