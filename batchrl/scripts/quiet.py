@@ -36,12 +36,12 @@ def is_tensorflow_log_line(line: str) -> bool:
 
 
 def import_tensorflow(init_devices: bool = True):
-    """Imports TensorFlow with its C++ log lines hidden (see the module docstring).
+    """Imports TensorFlow with its C++ start-up log lines hidden (see the module docstring).
 
     Does nothing special if TensorFlow is already imported or the user set
-    `TF_CPP_MIN_LOG_LEVEL` (then they see what they asked for). Otherwise sets
-    `TF_CPP_MIN_LOG_LEVEL=2` for the rest of the process (C++ errors still print) and
-    drops the lines TensorFlow prints while it loads.
+    `TF_CPP_MIN_LOG_LEVEL=0` (they asked to see every line). Otherwise keeps the user's
+    `TF_CPP_MIN_LOG_LEVEL` or sets it to 2 for the rest of the process (C++ errors still
+    print), and drops the lines TensorFlow prints while it loads, which no level hides.
 
     Args:
       init_devices: also find the devices now (CUDA's initialisation logs then). The train
@@ -52,11 +52,11 @@ def import_tensorflow(init_devices: bool = True):
       The `tensorflow` module.
     """
     global _quiet
-    if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
         import tensorflow as tf
 
         return tf
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _quiet = True
     with _without_tensorflow_logs():
         import tensorflow as tf
@@ -64,6 +64,11 @@ def import_tensorflow(init_devices: bool = True):
         if init_devices:
             tf.config.list_physical_devices()
     return tf
+
+
+def quiet_worker() -> None:
+    """Imports TensorFlow quietly in a worker process (Ray's `worker_process_setup_hook`)."""
+    import_tensorflow()
 
 
 def describe_devices() -> str:

@@ -38,7 +38,9 @@ def ray_cluster():
     )
     try:
         worker = cluster.add_node(num_cpus=2)
-        ray.init(address=cluster.address)
+        from batchrl.runners.ray.actors import RUNTIME_ENV
+
+        ray.init(address=cluster.address, runtime_env=RUNTIME_ENV)
         yield SimpleNamespace(cluster=cluster, worker=worker)
     finally:
         ray.shutdown()

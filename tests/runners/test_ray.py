@@ -2,6 +2,7 @@
 
 import functools
 import logging
+import re
 import signal
 import sys
 import time
@@ -17,6 +18,7 @@ from batchrl.algorithms.es import ES, GenerationTrainer
 from batchrl.config import ConfigError, load_run_config
 from batchrl.core import BehaviourPolicy
 from batchrl.runners import train
+from batchrl.scripts.quiet import is_tensorflow_log_line
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole
@@ -350,6 +352,15 @@ def test_ctrl_c_on_a_ray_run_saves_and_leaves_no_process(tmp_path):
     assert "SIGINT: saved a checkpoint" in output
     assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) is not None
     assert not wait_gone(children, 30), "processes of the run outlived it"
+    # The workers import TensorFlow quietly (actors.RUNTIME_ENV): none of its C++ start-up
+    # lines reach the driver, which Ray prints as "(EnvActor pid=...) I0000 ...".
+    from_workers = [
+        re.sub(r"\x1b\[[\d;]*m", "", line).split(") ", 1)
+        for line in output.splitlines()
+        if "pid=" in line
+    ]
+    noise = [p for p in from_workers if len(p) == 2 and is_tensorflow_log_line(p[1])]
+    assert not noise, output
 
 
 @pytest.mark.slow  # Two more actors to start: 15 to 30 s.

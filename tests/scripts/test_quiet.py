@@ -47,8 +47,13 @@ def train_debug(logdir, env):
     return result
 
 
-def test_the_train_script_prints_no_tensorflow_log_line(tmp_path):
+@pytest.mark.parametrize("level", [None, "3"], ids=["unset", "set_to_3"])
+def test_the_train_script_prints_no_tensorflow_log_line(tmp_path, level):
+    """Also when the user set TF_CPP_MIN_LOG_LEVEL to quiet TensorFlow: no level hides the
+    lines TensorFlow prints before its logging is set up."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    if level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
     result = train_debug(tmp_path / "run", env)
     lines = result.stderr.splitlines()
     assert lines[0] == f"Logging to {tmp_path / 'run'}", result.stderr
@@ -58,6 +63,6 @@ def test_the_train_script_prints_no_tensorflow_log_line(tmp_path):
 
 
 def test_a_user_setting_shows_the_lines_again(tmp_path):
-    """TF_CPP_MIN_LOG_LEVEL set by the user: TensorFlow's own logging decides."""
+    """TF_CPP_MIN_LOG_LEVEL=0 set by the user: every line of TensorFlow's shows."""
     result = train_debug(tmp_path / "run", dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0"))
     assert any(is_tensorflow_log_line(line) for line in result.stderr.splitlines())

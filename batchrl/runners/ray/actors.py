@@ -20,6 +20,11 @@ logger = logging.getLogger("batchrl.runners.ray")
 # Seconds one `ray.wait` blocks before the learner checks its deadline.
 _WAIT_INTERVAL = 1.0
 
+# The job's runtime environment: each worker imports TensorFlow at start without its C++
+# start-up lines, as the train script does, so they do not reach the driver's terminal
+# once per worker (`(pid=...) I0000 ... cudart_stub.cc`).
+RUNTIME_ENV = {"worker_process_setup_hook": "batchrl.scripts.quiet.quiet_worker"}
+
 
 def connect(cfg, cpus_needed: float) -> bool:
     """Connects this process to Ray as the `ray` section says, unless it already is.
@@ -37,10 +42,10 @@ def connect(cfg, cpus_needed: float) -> bool:
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if cfg.address:
-        ray.init(address=cfg.address)
+        ray.init(address=cfg.address, runtime_env=RUNTIME_ENV)
     else:
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False)
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, runtime_env=RUNTIME_ENV)
     return True
 
 
