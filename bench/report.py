@@ -72,6 +72,11 @@ PRESETS = {
     "pendulum_sac_tf": -200.0,
     "pendulum_td3": -200.0,
     "pendulum_td3_tf": -200.0,
+    "pendulum_impala": -200.0,
+    "cartpole_ppo_ray": 475.0,
+    "cartpole_impala_ray": 475.0,
+    "cartpole_es_ray": 475.0,
+    "cartpole_apex_ray": 475.0,
 }
 _FINAL = re.compile(
     r"step ([\d,]+)/[\d,]+ \(\d+%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
@@ -176,11 +181,21 @@ def row_presets(args) -> dict:
 
 
 def save_preset(row: dict) -> None:
-    """Merges one preset's row into bench/results/presets.json, replacing an older one."""
-    rows = {r["preset"]: r for r in _saved_presets()["presets"]}
-    rows[row["preset"]] = row
-    ordered = [rows[name] for name in PRESETS if name in rows]
+    """Merges one preset's row into bench/results/presets.json, replacing an older one of
+    the same preset and seeds; rows of other seeds (seeds 5 to 9 beside 0 to 4, so that a
+    setting is also judged on seeds nobody tuned on) stay."""
+    rows = {_row_key(r): r for r in _saved_presets()["presets"]}
+    rows[_row_key(row)] = row
+    order = {name: index for index, name in enumerate(PRESETS)}
+    ordered = sorted(
+        (r for r in rows.values() if r["preset"] in order),
+        key=lambda r: (order[r["preset"]], _row_key(r)[1]),
+    )
     save("presets", {"presets": ordered})
+
+
+def _row_key(row: dict) -> tuple[str, tuple[int, ...]]:
+    return row["preset"], tuple(run["seed"] for run in row["runs"])
 
 
 def _saved_presets() -> dict:

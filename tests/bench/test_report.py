@@ -26,3 +26,19 @@ def test_twin_row_divides_the_best_random_rate_by_the_references_step(monkeypatc
     assert "NSFNET (42 links) **110x**: 11,000,000 steps/s (B = 4,096) against 100,000" in row
     assert "(440x its step with its agent's observation, 25,000)" in row
     assert "twin" in report.LONG_ROWS  # Only when named: it needs the reference set up.
+
+
+def test_preset_rows_of_other_seeds_stay_and_the_same_seeds_are_replaced(monkeypatch, tmp_path):
+    report = load_report(monkeypatch)
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+
+    def row(preset, seeds, final):
+        return {"preset": preset, "runs": [{"seed": s, "final": final} for s in seeds]}
+
+    report.save_preset(row("cartpole", [5, 6], 1.0))
+    report.save_preset(row("cartpole", [0, 1], 2.0))
+    report.save_preset(row("pendulum", [0, 1], 3.0))
+    report.save_preset(row("cartpole", [5, 6], 4.0))  # Replaces the first.
+    saved = report._saved_presets()["presets"]
+    got = [(r["preset"], [run["seed"] for run in r["runs"]], r["runs"][0]["final"]) for r in saved]
+    assert got == [("pendulum", [0, 1], 3.0), ("cartpole", [0, 1], 2.0), ("cartpole", [5, 6], 4.0)]
