@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from batchrl.replay.random_stream import RandomStream
 from batchrl.replay.ring import Ring
-from batchrl.replay.sum_tree import SumTree
+from batchrl.replay.sum_tree import SumTree, as_indices
 
 
 class PrioritizedReplay(tf.Module):
@@ -142,9 +142,13 @@ class PrioritizedReplay(tf.Module):
         epsilon given.
 
         Args:
-          indices: int32 [K], from `sample`.
+          indices: [K], from `sample`: int32, or any integer dtype (int64 from NumPy).
           priorities: float32 [K], the raw priorities delta (e.g. TD errors).
+
+        Raises:
+          TypeError: `indices` are not integers.
         """
+        indices = as_indices(indices)  # [K]
         raw = self._raise_max(priorities)  # [K]
         self.tree.set(indices, tf.pow(raw, self.alpha))
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from batchrl.replay.n_step import NStep
 from batchrl.replay.random_stream import RandomStream
-from batchrl.replay.sum_tree import SumTree
+from batchrl.replay.sum_tree import SumTree, as_indices
 
 # Rounds of uniform rejection sampling before `sample` gives up on a draw (see `sample`).
 _ROUNDS = 64
@@ -239,6 +239,7 @@ class StepReplay(tf.Module):
         does nothing otherwise), as `PrioritizedReplay.update_priorities` does."""
         if not self.prioritized:
             return
+        indices = as_indices(indices)  # [K]
         raw = tf.abs(tf.convert_to_tensor(priorities, tf.float32)) + self.epsilon  # [K]
         self._max_priority.assign(tf.maximum(self._max_priority, tf.reduce_max(raw)))
         # A slot without a transition keeps priority 0.

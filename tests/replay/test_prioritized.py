@@ -109,6 +109,43 @@ def test_overwritten_items_take_their_new_priority():
     assert buffer.tree.total().numpy() == 5.0 and buffer.max_priority().numpy() == 10.0
 
 
+INDICES = {
+    "int32": lambda: tf.constant([2, 0], tf.int32),
+    "int64": lambda: tf.constant([2, 0], tf.int64),
+    "tf.constant of numpy's int": lambda: tf.constant(np.array([2, 0])),
+    "numpy int64": lambda: np.array([2, 0]),
+    "numpy uint8": lambda: np.array([2, 0], np.uint8),
+    "list": lambda: [2, 0],
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+@pytest.mark.parametrize("indices", INDICES.values(), ids=INDICES.keys())
+def test_update_priorities_takes_indices_of_any_integer_dtype(indices, mode):
+    buffer = PrioritizedReplay(4, SPEC, alpha=1.0, epsilon=0.5)
+    buffer.add(items(range(4)))  # priorities 1, the starting maximum
+    update = buffer.update_priorities
+    if mode != "eager":
+        update = tf.function(update, jit_compile=mode == "xla")
+    update(indices(), tf.constant([2.5, 4.5]))
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [5.0, 1.0, 3.0, 1.0])
+    assert buffer.max_priority().numpy() == 5.0
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize(
+    "indices, dtype",
+    [(tf.constant([2.0, 0.0]), "float32"), (np.array([2.0, 0.0]), "float64"), ([True], "bool")],
+)
+def test_update_priorities_refuses_indices_that_are_not_integers(indices, dtype, mode):
+    buffer = PrioritizedReplay(4, SPEC)
+    buffer.add(items(range(4)))
+    update = buffer.update_priorities if mode == "eager" else tf.function(buffer.update_priorities)
+    with pytest.raises(TypeError, match=f"indices must be of an integer dtype, got {dtype}"):
+        update(indices, tf.constant([2.5, 4.5][: len(indices)]))
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [1.0, 1.0, 1.0, 1.0])
+
+
 def test_epsilon_must_be_positive():
     with pytest.raises(ValueError, match="epsilon"):
         PrioritizedReplay(4, SPEC, epsilon=0.0)
