@@ -146,7 +146,16 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
     # Store.
 
     def begin_episodes(self, agent_indices):
-        del agent_indices  # Windows stop at episode ends by themselves (`NStep`).
+        # Windows stop at the episode ends the environments report by themselves (`NStep`).
+        # An episode that begins where the last one did not end is a restart the
+        # environments did not report (a resume on Gymnasium's environments, whose state
+        # no checkpoint holds): the last one is ended as if truncated at its last step, so
+        # that no window adds rewards of the new episode and no transition bootstraps from
+        # its observations. Everywhere else this changes nothing.
+        if self._cfg.compact_replay:
+            self.replay.truncate(agent_indices)
+        else:
+            self._buffers.variables["n_step"].truncate(agent_indices)
 
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):

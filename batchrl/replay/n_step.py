@@ -103,7 +103,8 @@ class NStep(tf.Module):
     end cuts short is still emitted only once its n-1 successors are in, so every push after
     the first n-1 emits exactly one transition per agent: fixed shapes for XLA. The last
     n-1 steps of a run are never emitted. With n = 1 a push emits its own step, with
-    discount gamma * (1 - terminated).
+    discount gamma * (1 - terminated). `truncate` ends an agent's episode where its
+    environment restarted without saying so (a resume on Gymnasium's environments).
 
     The rings and the push count survive `tf.train.Checkpoint`.
     """
@@ -198,6 +199,31 @@ class NStep(tf.Module):
         }
         valid = tf.fill([self.batch_size], pushes >= self.n - 1)  # [B]
         return valid, transition
+
+    def truncate(self, agent_indices: tf.Tensor) -> tf.Tensor:
+        """Ends the episodes of `agent_indices` after their last step pushed, as if truncated.
+
+        For an agent whose environment was restarted without reporting an episode end (a
+        run resumed on Gymnasium's environments, whose state no checkpoint holds): its open
+        windows stop at its last step and bootstrap from that step's next observation, so
+        they never add rewards of the new episode. Where the last step already ended an
+        episode, or nothing was pushed yet, nothing changes.
+
+        Args:
+          agent_indices: int32 [K], the agents whose episodes begin anew.
+
+        Returns:
+          bool [K], whether the agent's episode was open and is now cut.
+        """
+        agent_indices = tf.convert_to_tensor(agent_indices, tf.int32)  # [K]
+        last = tf.cast((self.pushes - 1) % self.n, tf.int32)  # the slot of the last push
+        rows = tf.stack([tf.fill(tf.shape(agent_indices), last), agent_indices], 1)  # [K, 2]
+        # XLA has no gather_nd from a variable: gather from its value.
+        terminated = tf.gather_nd(self.terminated.read_value(), rows)  # [K]
+        truncated = tf.gather_nd(self.truncated.read_value(), rows)  # [K]
+        cut = ~(terminated | truncated) & (self.pushes > 0)  # [K]
+        self.truncated.scatter_nd_update(rows, truncated | cut)
+        return cut
 
     def push_block(
         self,

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from batchrl.replay.n_step import NStep
 from batchrl.replay.random_stream import RandomStream
-from batchrl.replay.sum_tree import SumTree
+from batchrl.replay.sum_tree import SumTree, as_indices
 
 # Rounds of uniform rejection sampling before `sample` gives up on a draw (see `sample`).
 _ROUNDS = 64
@@ -22,6 +22,7 @@ class StepReplay(tf.Module):
             replay.push(observ, action, reward, terminated, truncated, next_observ)
         indices, weights, transition = replay.sample(batch_size, beta)
         replay.update_priorities(indices, td_errors)    # prioritized only
+        replay.truncate(agent_indices)    # environments restarted mid-episode (a resume)
 
     A buffer of `UniformReplay` or `PrioritizedReplay` items stores each transition's
     observation and its next one, so every observation twice. Here agent j owns a column
@@ -186,6 +187,24 @@ class StepReplay(tf.Module):
         self.cursor.assign((self.cursor + 1 + tf.cast(ended, tf.int32)) % column)
         return done[:, 0]
 
+    def truncate(self, agent_indices: tf.Tensor) -> None:
+        """Ends the episodes of `agent_indices` after their last step pushed, as if truncated.
+
+        For agents whose environments were restarted without reporting an episode end (a
+        run resumed on Gymnasium's environments): their windows stop at their last step
+        (`NStep.truncate`), and, as after an episode end, their cursor skips the slot of
+        that step's next observation, which stays the final observation those windows
+        bootstrap from instead of taking the new episode's first one. Agents whose last
+        step ended an episode, or that pushed none, keep their state.
+
+        Args:
+          agent_indices: int32 [K], the agents whose episodes begin anew.
+        """
+        agent_indices = tf.convert_to_tensor(agent_indices, tf.int32)  # [K]
+        cut = self.window.truncate(agent_indices)  # [K]
+        cursor = tf.gather(self.cursor, agent_indices) + tf.cast(cut, tf.int32)  # [K]
+        self.cursor.scatter_nd_update(agent_indices[:, None], cursor % self.column)
+
     def sample(
         self, batch_size: int, beta: float | tf.Tensor = 0.0
     ) -> tuple[tf.Tensor, tf.Tensor, dict[str, Any]]:
@@ -239,6 +258,7 @@ class StepReplay(tf.Module):
         does nothing otherwise), as `PrioritizedReplay.update_priorities` does."""
         if not self.prioritized:
             return
+        indices = as_indices(indices)  # [K]
         raw = tf.abs(tf.convert_to_tensor(priorities, tf.float32)) + self.epsilon  # [K]
         self._max_priority.assign(tf.maximum(self._max_priority, tf.reduce_max(raw)))
         # A slot without a transition keeps priority 0.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import tensorflow as tf
 
 
@@ -48,7 +51,7 @@ class SumTree(tf.Module):
           indices: int32 [K], K >= 1, leaves in [0, capacity).
           values: float32 [K], non-negative.
         """
-        indices = tf.convert_to_tensor(indices, tf.int32)  # [K]
+        indices = as_indices(indices)  # [K]
         values = _last_writes(indices, tf.convert_to_tensor(values, tf.float32))  # [K]
         node = indices + self.leaves  # [K]
         self.nodes.scatter_nd_update(node[:, None], values)
@@ -60,7 +63,7 @@ class SumTree(tf.Module):
 
     def get(self, indices: tf.Tensor) -> tf.Tensor:
         """The values [K] at the leaves `indices` [K]."""
-        return tf.gather(self.nodes, tf.convert_to_tensor(indices, tf.int32) + self.leaves)
+        return tf.gather(self.nodes, as_indices(indices) + self.leaves)
 
     def total(self) -> tf.Tensor:
         """The sum of all leaves, a float32 scalar."""
@@ -96,6 +99,22 @@ class SumTree(tf.Module):
             node = tf.where(right, left + 1, left)
         # Padding leaves hold 0 and are never entered; the clip only makes that explicit.
         return tf.minimum(node - self.leaves, self.capacity - 1)
+
+
+def as_indices(indices: Any, name: str = "indices") -> tf.Tensor:
+    """`indices` of any integer dtype (int32, int64, NumPy's default int, ...) as int32.
+
+    Raises:
+      TypeError: `indices` are not integers; the message names their dtype.
+    """
+    if not isinstance(indices, tf.Tensor | tf.Variable):
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":  # An empty list is float64 to NumPy.
+            indices = indices.astype(np.int32) if indices.size == 0 else indices
+    dtype = tf.as_dtype(indices.dtype)
+    if not dtype.is_integer:
+        raise TypeError(f"{name} must be of an integer dtype, got {dtype.name}")
+    return tf.cast(indices, tf.int32)
 
 
 def _last_writes(indices: tf.Tensor, values: tf.Tensor) -> tf.Tensor:

@@ -211,3 +211,30 @@ def test_transitions_go_into_a_replay_under_xla():
     assert replay.size().numpy() == 4 * (10 - 2)
     held = replay.ring.read(tf.range(32))
     np.testing.assert_array_equal(held["action"].numpy(), data["action"][:8].reshape(-1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_truncate_after_a_push_is_that_step_truncated(mode):
+    # Agents 0 and 2 restart after step 6 without an episode end; agent 1's step 6 ended
+    # its episode anyway. Every transition emitted is the one of pushing step 6 with
+    # agents 0 and 2 truncated, and `truncate` says whom it cut.
+    length, batch, n, restart = 16, 3, 3, 6
+    data = episodes(length, batch, seed=5)
+    data["terminated"][restart] = [False, True, False]
+    data["truncated"][restart] = False
+    flagged = {key: value.copy() for key, value in data.items()}
+    flagged["truncated"][restart] = [True, False, True]
+    keys = ["observ", "action", "reward", "terminated", "truncated", "next_observ"]
+    accumulator, reference = NStep(n, GAMMA, batch, SPEC), NStep(n, GAMMA, batch, SPEC)
+    push, truncate = compile_fn(accumulator.push, mode), compile_fn(accumulator.truncate, mode)
+    np.testing.assert_array_equal(truncate(tf.constant([0, 2])).numpy(), [False, False])
+    for t in range(length):
+        got = push(*[tf.constant(data[key][t]) for key in keys])
+        want = reference.push(*[tf.constant(flagged[key][t]) for key in keys])
+        tf.nest.map_structure(np.testing.assert_array_equal, got, want)
+        if t == restart:
+            cut = truncate(tf.constant([0, 1, 2])).numpy()
+            np.testing.assert_array_equal(cut, [True, False, True])
+            np.testing.assert_array_equal(truncate(tf.constant([0])).numpy(), [False])
+    for variable, expected in zip(accumulator.variables, reference.variables):
+        np.testing.assert_array_equal(variable.numpy(), expected.numpy(), variable.name)

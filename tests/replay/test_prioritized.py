@@ -109,6 +109,89 @@ def test_overwritten_items_take_their_new_priority():
     assert buffer.tree.total().numpy() == 5.0 and buffer.max_priority().numpy() == 10.0
 
 
+INDICES = {
+    "int32": lambda: tf.constant([2, 0], tf.int32),
+    "int64": lambda: tf.constant([2, 0], tf.int64),
+    "tf.constant of numpy's int": lambda: tf.constant(np.array([2, 0])),
+    "numpy int64": lambda: np.array([2, 0]),
+    "numpy uint8": lambda: np.array([2, 0], np.uint8),
+    "list": lambda: [2, 0],
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+@pytest.mark.parametrize("indices", INDICES.values(), ids=INDICES.keys())
+def test_update_priorities_takes_indices_of_any_integer_dtype(indices, mode):
+    buffer = PrioritizedReplay(4, SPEC, alpha=1.0, epsilon=0.5)
+    buffer.add(items(range(4)))  # priorities 1, the starting maximum
+    update = buffer.update_priorities
+    if mode != "eager":
+        update = tf.function(update, jit_compile=mode == "xla")
+    update(indices(), tf.constant([2.5, 4.5]))
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [5.0, 1.0, 3.0, 1.0])
+    assert buffer.max_priority().numpy() == 5.0
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize(
+    "indices, dtype",
+    [(tf.constant([2.0, 0.0]), "float32"), (np.array([2.0, 0.0]), "float64"), ([True], "bool")],
+)
+def test_update_priorities_refuses_indices_that_are_not_integers(indices, dtype, mode):
+    buffer = PrioritizedReplay(4, SPEC)
+    buffer.add(items(range(4)))
+    update = buffer.update_priorities if mode == "eager" else tf.function(buffer.update_priorities)
+    with pytest.raises(TypeError, match=f"indices must be of an integer dtype, got {dtype}"):
+        update(indices, tf.constant([2.5, 4.5][: len(indices)]))
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [1.0, 1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+def test_updates_of_slots_written_since_their_sample_are_dropped(mode):
+    # 4 slots, alpha 1, epsilon 0.5. A batch samples every slot (each written once); then
+    # two adds overwrite slots 0 and 1 with new items of their own priorities, and the
+    # batch's update arrives: slots 0 and 1 keep the new items' priorities, and their
+    # stale deltas (9.5) do not raise the maximum; slots 2 and 3 take theirs.
+    buffer = PrioritizedReplay(4, SPEC, alpha=1.0, epsilon=0.5, count_writes=True)
+    compiled = (lambda fn: fn) if mode == "eager" else tf.function
+    if mode == "xla":
+        compiled = lambda fn: tf.function(fn, jit_compile=True)  # noqa: E731
+    add, sample = compiled(buffer.add), compiled(buffer.sample)
+    writes, update = compiled(buffer.writes), compiled(buffer.update_priorities)
+    add(items(range(4)))
+    indices, _, _ = sample(4, 0.4)
+    np.testing.assert_array_equal(indices.numpy(), [0, 1, 2, 3])
+    sampled = writes(indices)
+    np.testing.assert_array_equal(sampled.numpy(), [1, 1, 1, 1])
+    assert sampled.dtype == tf.int64
+    add(items([4, 5]), tf.constant([1.5, 2.5]))  # over slots 0 and 1
+    np.testing.assert_array_equal(writes(tf.range(4)).numpy(), [2, 2, 1, 1])
+    update(indices, tf.constant([9.5, 9.5, 3.5, 4.5]), sampled.numpy())  # NumPy int64
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [2.0, 3.0, 4.0, 5.0])
+    assert buffer.max_priority().numpy() == 5.0
+    # A batch sampled after the adds updates all its slots.
+    update(indices, tf.constant([0.5, 1.5, 0.5, 0.5]), writes(indices))
+    np.testing.assert_allclose(buffer.tree.get(tf.range(4)).numpy(), [1.0, 2.0, 1.0, 1.0])
+
+
+def test_write_counts_survive_a_checkpoint_and_need_count_writes(tmp_path):
+    saved = PrioritizedReplay(4, SPEC, count_writes=True)
+    saved.add(items(range(4)))
+    saved.add(items([4, 5]))  # slots 0 and 1 again
+    path = tf.train.Checkpoint(replay=saved).write(str(tmp_path / "replay"))
+    restored = PrioritizedReplay(4, SPEC, count_writes=True)
+    tf.train.Checkpoint(replay=restored).read(path).assert_consumed()
+    np.testing.assert_array_equal(restored.writes([0, 1, 2, 3]).numpy(), [2, 2, 1, 1])
+    # Without count_writes the buffer holds the variables it always had, so checkpoints
+    # written before write counts existed restore into it.
+    plain = PrioritizedReplay(4, SPEC)
+    assert len(plain.variables) == len(saved.variables) - 1
+    with pytest.raises(ValueError, match="does not count writes"):
+        plain.writes([0])
+    with pytest.raises(ValueError, match="does not count writes"):
+        plain.update_priorities([0], [1.0], writes=[1])
+
+
 def test_epsilon_must_be_positive():
     with pytest.raises(ValueError, match="epsilon"):
         PrioritizedReplay(4, SPEC, epsilon=0.0)

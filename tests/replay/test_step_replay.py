@@ -176,3 +176,44 @@ def test_sampling_an_empty_buffer_is_an_error_and_small_capacities_are_refused()
         replay.sample(4)
     with pytest.raises(ValueError, match=r"capacity=20 must be at least .* = 24"):
         StepReplay(20, OBSERV, ACTION, B, N, DISCOUNT)
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+def test_truncate_after_a_step_is_that_step_truncated(mode):
+    # Agents 0 and 2 restart after step 9 without an episode end (a resume on Gymnasium's
+    # environments); agent 1's step 9 terminated its episode anyway. Truncating all three
+    # after the push leaves the buffer exactly as pushing step 9 with agents 0 and 2
+    # truncated does: their windows stop there and their cursors skip the slot of the
+    # final observation, which the new episodes' first observations then do not overwrite.
+    steps = list(episodes(24, seed=3, end_rate=0.2))
+    restart = 9
+    steps[restart]["terminated"] = np.array([False, True, False])
+    steps[restart]["truncated"] = np.array([False, False, False])
+    steps[restart + 1]["observ"] = np.full([B, 2], 7.0, np.float32)  # new episodes
+    flagged = [dict(step) for step in steps]
+    flagged[restart]["truncated"] = np.array([True, False, True])
+
+    def make():
+        return StepReplay(B * 10, OBSERV, ACTION, B, N, DISCOUNT, prioritized=True)
+
+    replay, reference = make(), make()
+    compile_fn = (lambda fn: fn) if mode == "eager" else tf.function
+    if mode == "xla":
+        compile_fn = lambda fn: tf.function(fn, jit_compile=True)  # noqa: E731
+    keys = ("observ", "action", "reward", "terminated", "truncated", "next_observ")
+    push_fn, truncate = compile_fn(replay.push), compile_fn(replay.truncate)
+    untouched = [v.numpy() for v in replay.variables]
+    truncate(tf.constant([0, 1, 2]))  # Nothing pushed yet: nothing to end.
+    for before, after in zip(untouched, replay.variables):
+        np.testing.assert_array_equal(before, after.numpy())
+    for count, (step, reference_step) in enumerate(zip(steps, flagged)):
+        push_fn(*(tf.constant(step[key]) for key in keys))
+        push(reference, reference_step)
+        if count == restart:
+            truncate(tf.constant([0, 1, 2]))
+    for variable, expected in zip(replay.variables, reference.variables):
+        np.testing.assert_array_equal(variable.numpy(), expected.numpy(), variable.name)
+    # The transitions of agents 0 and 2 that end at step 9 bootstrap from its next
+    # observation, never from the new episodes' first one.
+    held = tf.where(replay.holds)[:, 0]
+    assert not np.any(replay.read(held)["next_observ"].numpy() == 7.0)

@@ -29,6 +29,7 @@ pytest.importorskip("ray")
 
 from batchrl.runners.ray import RayApex, epsilons  # noqa: E402
 from batchrl.runners.ray import apex as apex_module  # noqa: E402
+from batchrl.runners.ray.replay_shards import ShardBuffer, item_spec  # noqa: E402
 
 # Small and quick: 2 environments per actor, blocks of 8 steps, shards of 2048.
 SMALL = [
@@ -135,6 +136,46 @@ def test_a_wait_first_sends_the_held_back_actors_their_requests(monkeypatch):
         runner._poll(wait=True)
 
 
+def shard_block(first, count):
+    """`count` transitions for a shard, their actions first, first + 1, ..., priorities 0."""
+    action = np.arange(first, first + count, dtype=np.int32)
+    items = {
+        "observ": np.zeros([count, 4], np.float32),
+        "action": action,
+        "reward": np.zeros([count], np.float32),
+        "discount": np.ones([count], np.float32),
+        "next_observ": np.zeros([count, 4], np.float32),
+        "version": np.zeros([count], np.int32),
+    }
+    return items, np.zeros([count], np.float32)
+
+
+def test_a_shard_drops_priority_updates_of_slots_overwritten_since_their_sample():
+    # 8 slots, alpha 1, epsilon 0.5: items of |delta| 0 have priority 0.5. Two batches of
+    # 4 are in flight (stratified over equal priorities: one slot of each pair 0-1, 2-3,
+    # 4-5, 6-7) when a block of 3 overwrites slots 0, 1 and 2 with deltas 1.5, 2.5, 3.5.
+    # Their updates (delta 9.5, then 5.5) then set only the slots not overwritten.
+    shard = ShardBuffer(8, item_spec(small_config()), alpha=1.0, epsilon=0.5, seed=0)
+    assert shard.add(shard_block(0, 8)) == 8
+    first, second = shard.sample(4, 0.4), shard.sample(4, 0.4)
+    for indices, _, items, ages, writes in (first, second):
+        np.testing.assert_array_equal(items["action"], indices)  # slot i holds action i
+        np.testing.assert_array_equal(ages, 8 - indices)
+        np.testing.assert_array_equal(writes, [1, 1, 1, 1])
+    items, _ = shard_block(8, 3)
+    shard.add((items, np.array([1.5, 2.5, 3.5], np.float32)))
+    want = np.array([2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5, 0.5])
+    for (indices, *_, writes), delta in zip((first, second), (9.5, 5.5)):
+        assert indices[0] in (0, 1) and indices[2] in (4, 5)  # both cases below occur
+        shard.update_priorities(indices, np.full(4, delta, np.float32), writes)
+        fresh = indices[indices > 2]
+        want[fresh] = delta + 0.5
+        np.testing.assert_allclose(shard.priorities(np.arange(8)), want)
+    # Without write counts (as before they existed) the update lands on every slot.
+    shard.update_priorities(first[0], np.full(4, 0.5, np.float32))
+    np.testing.assert_allclose(shard.priorities(first[0]), np.ones(4))
+
+
 @pytest.fixture(scope="module")
 def apex(ray_cluster):
     """Ape-X with 2 actors (epsilon 0.4 and 0.4^8) and 2 shards, for the tests below, in
@@ -173,8 +214,9 @@ def test_actors_explore_with_the_ladder_and_send_their_own_td_errors(apex):
 
 def test_priority_updates_reach_the_shard_each_batch_came_from(apex, monkeypatch):
     """After each update, the shard that gave the batch holds (|delta| + eps)^alpha at the
-    sampled indices (the last one where an index repeats), and the other shard does not;
-    learning starts once the shards hold dqn.learning_starts; lag and age are recorded."""
+    sampled indices (the last one where an index repeats) that no block overwrote since
+    the sample, and the other shard does not; learning starts once the shards hold
+    dqn.learning_starts; lag and age are recorded."""
     import ray
 
     config, learner, runner, _ = apex
@@ -184,9 +226,9 @@ def test_priority_updates_reach_the_shard_each_batch_came_from(apex, monkeypatch
     sent = []
     send = runner._send_priorities
 
-    def spy(index, handle, indices, priorities):
-        sent.append((index, indices, priorities))
-        send(index, handle, indices, priorities)
+    def spy(index, handle, indices, priorities, writes):
+        sent.append((index, indices, priorities, writes))
+        send(index, handle, indices, priorities, writes)
 
     monkeypatch.setattr(runner, "_send_priorities", spy)
     while runner.version == 0:
@@ -198,12 +240,18 @@ def test_priority_updates_reach_the_shard_each_batch_came_from(apex, monkeypatch
             runner.step()
         assert len(sent) == update == int(learner.updates)
         ray.get(list(runner._updating), timeout=RAY_TIMEOUT)
-        index, indices, priorities = sent[-1]
+        index, indices, priorities, writes = sent[-1]
         shards_seen.add(index)
         want = dict(zip(indices.tolist(), (np.abs(priorities) + eps) ** alpha))
         keys = sorted(want)
         got = ray.get(runner.shards[index].priorities.remote(keys), timeout=RAY_TIMEOUT)
-        np.testing.assert_allclose(got, [want[k] for k in keys], rtol=1e-5)
+        # Slots that a block overwrote since the sample keep their new item's priority.
+        sampled = dict(zip(indices.tolist(), writes.tolist()))
+        call = runner.shards[index].__ray_call__
+        now = call.remote(lambda shard, keys=keys: shard._replay.writes(keys).numpy())
+        fresh = ray.get(now, timeout=RAY_TIMEOUT) == [sampled[k] for k in keys]
+        assert fresh.any()
+        np.testing.assert_allclose(got[fresh], np.array([want[k] for k in keys])[fresh], rtol=1e-5)
         other = ray.get(runner.shards[1 - index].priorities.remote(keys), timeout=RAY_TIMEOUT)
         assert not np.allclose(other, [want[k] for k in keys], rtol=1e-5)
     assert shards_seen == {0, 1}  # Batches came from both shards.

@@ -26,8 +26,9 @@ class RayApex(ActorGroup):
     `apex.num_shards` of them, taken in turn), never through this process. The learner
     keeps `apex.requests_per_shard` sample requests in flight per shard and learns on
     whichever batch arrives first, so that it never waits on one shard; it sends the new
-    priorities back to the shard the batch came from and puts its weights into the object
-    store every `apex.weights_every` updates. Blocks that arrived are handed to shards
+    priorities back to the shard the batch came from, which drops those of slots that
+    blocks overwrote since the sample (`ShardBuffer`), and puts its weights into the
+    object store every `apex.weights_every` updates. Blocks that arrived are handed to shards
     between updates; until the shards hold `dqn.learning_starts` transitions, `step` only
     collects. With `apex.steps_per_update` > 0 an actor whose block arrives while the
     actors are that many environment steps per update ahead of the learner waits for
@@ -321,11 +322,11 @@ class RayApex(ActorGroup):
 
     def _update(self) -> None:
         """One gradient step on the first batch any shard gives; priorities go back to it."""
-        index, handle, (indices, weights, items, ages) = self._next_batch()
+        index, handle, (indices, weights, items, ages, writes) = self._next_batch()
         batch = {key: tf.convert_to_tensor(value) for key, value in items.items()}
         self._learner.env_steps.assign(self.env_steps)  # Target copies and beta follow it.
         metrics, td_error = self._learn(tf.convert_to_tensor(weights), batch)
-        self._send_priorities(index, handle, indices, np.abs(td_error.numpy()))
+        self._send_priorities(index, handle, indices, np.abs(td_error.numpy()), writes)
         lag = self.version - items["version"]
         self.version += 1
         if self.version % self._cfg.weights_every == 0:
@@ -339,8 +340,11 @@ class RayApex(ActorGroup):
         summary.scalar("apex/sample_age_max", float(np.max(ages)))
         summary.scalar("apex/beta", float(self._beta()))
 
-    def _send_priorities(self, index: int, handle, indices, priorities) -> None:
-        self._updating[handle.update_priorities.remote(indices, priorities)] = (index, handle)
+    def _send_priorities(self, index: int, handle, indices, priorities, writes) -> None:
+        """Sends a batch's new priorities to its shard, which drops those of slots that
+        actors' blocks overwrote since the sample (`writes`, the slots' write counts then)."""
+        update = handle.update_priorities.remote(indices, priorities, writes)
+        self._updating[update] = (index, handle)
 
     def _learn_step(self, weights, batch):
         self._learner.before_learning()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -25,21 +26,26 @@ def item_spec(config) -> dict:
     return spec
 
 
-@ray.remote(max_restarts=0)
-class ReplayShard:
-    """A Ray actor holding one `PrioritizedReplay` of `capacity` transitions (ring order).
+class ShardBuffer:
+    """One `PrioritizedReplay` of `capacity` transitions (ring order): what a `ReplayShard`
+    holds and does, usable without Ray.
 
     `add` stamps each item with the count of items the shard took before it, so that a
-    sample's age is the transitions added since (`sample`).
+    sample's age is the transitions added since (`sample`). The learner keeps several
+    samples in flight while actors add, so the slots of a batch may be overwritten before
+    its priorities come back: `sample` returns the slots' write counts, and
+    `update_priorities` drops the updates of slots written since.
     """
 
     def __init__(self, capacity: int, spec, alpha: float, epsilon: float, seed: int):
-        limit_threads(1)
-        self._replay = PrioritizedReplay(capacity, spec, alpha, epsilon, seed=seed)
+        self._replay = PrioritizedReplay(
+            capacity, spec, alpha, epsilon, seed=seed, count_writes=True
+        )
         self._spec = spec
         self._added = 0
         self._add = tf.function(self._replay.add)
-        self._sample = tf.function(self._replay.sample)
+        # A function of its own, not a method: Ray adds a keyword to an actor's methods.
+        self._sample = tf.function(functools.partial(sample_with_writes, self._replay))
         self._update = tf.function(self._replay.update_priorities)
 
     def add(self, block) -> int:
@@ -58,18 +64,26 @@ class ReplayShard:
         return self.size()
 
     def sample(self, batch_size: int, beta: float):
-        """A prioritized batch: (indices [N], weights [N], items, ages [N]), where an age
-        is the transitions added to the shard since the item; None while the shard holds
+        """A prioritized batch: (indices [N], weights [N], items, ages [N], writes [N]),
+        where an age is the transitions added to the shard since the item and `writes`
+        the slots' write counts, for `update_priorities`; None while the shard holds
         fewer than `batch_size`."""
         if self.size() < batch_size:
             return None
-        indices, weights, items = self._sample(batch_size, tf.constant(beta, tf.float32))
-        items = {key: value.numpy() for key, value in items.items()}
+        batch = self._sample(batch_size, tf.constant(beta, tf.float32))
+        indices, weights, items, writes = tf.nest.map_structure(lambda x: x.numpy(), batch)
         ages = self._added - items["added"]
-        return indices.numpy(), weights.numpy(), items, ages
+        return indices, weights, items, ages, writes
 
-    def update_priorities(self, indices, priorities) -> None:
-        self._update(tf.constant(indices, tf.int32), tf.constant(priorities, tf.float32))
+    def update_priorities(self, indices, priorities, writes=None) -> None:
+        """Sets the priorities |delta| of a sampled batch's slots; with the `writes` its
+        sample returned, those of slots written since are dropped (they hold other items)."""
+        indices = tf.constant(indices, tf.int32)
+        priorities = tf.constant(priorities, tf.float32)
+        if writes is None:
+            self._update(indices, priorities)
+        else:
+            self._update(indices, priorities, tf.constant(writes, tf.int64))
 
     def contents(self) -> dict[str, np.ndarray]:
         """Every item held, oldest first, with its raw priority |delta| (`priority`)."""
@@ -87,6 +101,21 @@ class ReplayShard:
 
     def size(self) -> int:
         return int(self._replay.size())
+
+
+def sample_with_writes(replay: PrioritizedReplay, batch_size: int, beta: tf.Tensor) -> tuple:
+    """`replay.sample(batch_size, beta)` and the sampled slots' write counts."""
+    indices, weights, items = replay.sample(batch_size, beta)
+    return indices, weights, items, replay.writes(indices)
+
+
+@ray.remote(max_restarts=0)
+class ReplayShard(ShardBuffer):
+    """A Ray actor holding a `ShardBuffer`, its TensorFlow on one thread."""
+
+    def __init__(self, capacity: int, spec, alpha: float, epsilon: float, seed: int):
+        limit_threads(1)
+        super().__init__(capacity, spec, alpha, epsilon, seed)
 
     def pid(self) -> int:
         return os.getpid()
