@@ -84,6 +84,7 @@ class PopulationPPO(Algorithm, Policy):
         self._settings = MemberSettings(cfg, pbt_keys, members, resample)
         if pbt_keys:  # Settings that population-based training changes: state.
             self.pbt_settings = self._settings.variables
+        if config.pbt.interval:  # Exploits, with or without settings to perturb.
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
         norms = self._norms = MemberNormalizers(cfg, self._settings, self._layout, observ_shape)
         nets = self._nets = MemberNetworks(config.network, batch_env, seeds)
