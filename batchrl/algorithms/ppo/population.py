@@ -254,7 +254,18 @@ class PopulationPPO(Algorithm, Policy):
 
         Returns:
           `source` [M] int32: the member whose state member m took (m if it kept its own).
+
+        Raises:
+          ValueError: a rollout is under way: its steps, collected by the members before
+            the exploit, would be trained on as the copies' own (the config's check that
+            `train.steps_per_call` is a multiple of `ppo.rollout_length` prevents it).
         """
+        if int(self.rollout.step):
+            raise ValueError(
+                f"Population-based training exploits at rollout boundaries only, but "
+                f"{int(self.rollout.step)} of ppo.rollout_length={self._cfg.rollout_length} "
+                "steps of a rollout are collected."
+            )
         source, copied = pbt.exploit(scores, quantile, self._pbt_rng)
         for variable in [*self._nets.trainable, self.penalty, *self.optimizer.member_variables()]:
             variable.assign(tf.gather(variable, source))

@@ -255,6 +255,7 @@ def test_exploit_copies_exactly_the_parents_state():
             "network.policy_layers=[16, 16]",
             "network.value_layers=[16, 16]",
             f"train.population={members}",
+            "train.steps_per_call=16",  # 16 x 4 environments: a multiple of the interval.
             "train.eval_every=64",
             "pbt.interval=64",
             "pbt.perturb=[learning_rate, gae_lambda]",
@@ -308,6 +309,7 @@ def test_exploit_resamples_from_the_given_values_and_rewards_follow_the_new_disc
     config = _config(
         "pendulum_tf",
         members,
+        "train.steps_per_call=16",
         "train.eval_every=64",
         "pbt.interval=64",
         "pbt.perturb=[learning_rate, discount]",
@@ -352,3 +354,23 @@ def test_a_recurrent_member_policy_acts_as_the_member(tmp_path):
     loaded = tf.saved_model.load(str(path))
     np.testing.assert_array_equal(loaded(observ, state)["action"], actions[rows])
     assert loaded.initial_state(2).shape == (2, population.policy.state_size)
+
+
+def test_exploit_refuses_a_rollout_under_way():
+    """Its steps were collected by the members the copies replace: not theirs to train on."""
+    config = _config(
+        "cartpole_tf",
+        4,
+        "train.steps_per_call=16",
+        "train.eval_every=64",
+        "pbt.interval=64",
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=4)
+    population = PopulationPPO(env, config, seed=SEED)
+    tf.function(lambda: simulate(env, population, steps=STEPS // 2), autograph=False)()
+    with pytest.raises(ValueError, match=r"8 of ppo.rollout_length=16 steps"):
+        population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+    tf.function(lambda: simulate(env, population, steps=STEPS // 2), autograph=False)()
+    np.testing.assert_array_equal(
+        population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (1.0,)), [0, 2, 2, 3]
+    )
