@@ -124,6 +124,8 @@ def test_population_based_training_loads():
         (["pbt.perturb=[epochs]"], r"pbt.perturb=\['epochs'\]: 'epochs' is not a setting"),
         (["pbt.factors=[]"], r"pbt.factors=\[\]"),
         (["pbt.factors=[0.8, -1]"], r"pbt.factors=\[0.8, -1.0\]"),
+        # A copy takes its parent's settings; a normalizer's clip is fixed at the start.
+        (["ppo.reward_clip=[10, 5, 5, 5]"], r"ppo.reward_clip=\[10.0, 5.0, 5.0, 5.0\] gives"),
         # A call of a partial rollout: an exploit would land inside it.
         (
             ["train.steps_per_call=192"],

@@ -81,8 +81,9 @@ class PopulationPPO(Algorithm, Policy):
         pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
         # Each member's own values [M] of the keys given as lists or changed by PBT.
         resample = config.pbt.resample_probability
-        self._settings = MemberSettings(cfg, pbt_keys, members, resample)
-        if pbt_keys:  # Settings that population-based training changes: state.
+        inherit = bool(config.pbt.interval)
+        self._settings = MemberSettings(cfg, pbt_keys, members, resample, inherit)
+        if self._settings.variables:  # Settings that population-based training changes.
             self.pbt_settings = self._settings.variables
         if config.pbt.interval:  # Exploits, with or without settings to perturb.
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
@@ -241,11 +242,12 @@ class PopulationPPO(Algorithm, Policy):
 
         The members in the bottom `quantile` by `scores` take the state of members in the
         top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
-        KL penalty and observation and reward normalizer statistics are the parent's
-        rows. Their `pbt.perturb` settings become the parent's times a factor drawn from
-        `factors`, or with `pbt.resample_probability` values drawn afresh
-        (`MemberSettings.explore`). Random streams, environments and the recurrent states
-        of the episodes under way stay the member's.
+        KL penalty, observation and reward normalizer statistics and own settings (the
+        ppo keys the config lists) are the parent's rows. Their `pbt.perturb` settings
+        then become the parent's times a factor drawn from `factors`, or with
+        `pbt.resample_probability` values drawn afresh (`MemberSettings.explore`).
+        Random streams, environments and the recurrent states of the episodes under way
+        stay the member's.
 
         Args:
           scores: [M] each member's latest evaluation return (NaN: none, ranks lowest).
@@ -274,7 +276,10 @@ class PopulationPPO(Algorithm, Policy):
         return source
 
     def pbt_values(self) -> dict[str, list[float]]:
-        """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
+        """Each member's current value of every setting PBT changes, {'ppo.<key>': [M]}.
+
+        The keys of `pbt.perturb` and those the config lists, which copies inherit.
+        """
         return self._settings.values()
 
     # The policy, for evaluation.

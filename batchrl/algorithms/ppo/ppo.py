@@ -152,6 +152,14 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             )
         pbt, train = config.pbt, config.train
         if pbt.interval and train.population > 1:
+            for key in ("observ_clip", "reward_clip"):
+                if isinstance(cfg[key], tuple):
+                    raise ConfigError(
+                        f"ppo.{key}={list(cfg[key])} gives each member its own clip, but "
+                        f"with pbt.interval={pbt.interval} a copied member takes all its "
+                        "parent's settings, and a member's normalizer clip is fixed when the "
+                        f"run starts: give ppo.{key} one value, or set pbt.interval=0."
+                    )
             # A population's step counts each member's environment steps; PBT exploits
             # between training calls, after the evaluation at each multiple of the interval.
             per_call = steps_per_call * config.env.num_envs

@@ -374,3 +374,38 @@ def test_exploit_refuses_a_rollout_under_way():
     np.testing.assert_array_equal(
         population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (1.0,)), [0, 2, 2, 3]
     )
+
+
+def test_a_copied_member_takes_all_its_parents_listed_settings(tmp_path):
+    """Two members of different listed settings: the copy has the parent's, then trains so."""
+    lists = {
+        "learning_rate": [1e-3, 2e-3],
+        "clip_ratio": [0.1, 0.3],
+        "entropy_coef": [0.0, 0.05],
+        "discount": [0.9, 0.99],
+    }
+    config = _config(
+        "cartpole_tf",
+        2,
+        "train.steps_per_call=16",
+        "train.eval_every=64",
+        "pbt.interval=64",
+        "pbt.quantile=0.5",
+        "pbt.perturb=[learning_rate]",
+        *[f"ppo.{key}={values}" for key, values in lists.items()],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=2)
+    population = PopulationPPO(env, config, seed=SEED)
+    _call(env, population, False)()
+    source = population.exploit([1.0, 2.0], 0.5, (1.2,))  # Member 0 takes member 1's.
+    np.testing.assert_array_equal(source, [1, 1])
+    values = population.pbt_values()
+    assert values["ppo.learning_rate"] == pytest.approx([2.4e-3, 2e-3])  # Perturbed.
+    for key in ("clip_ratio", "entropy_coef", "discount"):
+        assert values[f"ppo.{key}"] == pytest.approx([lists[key][1]] * 2), key
+    np.testing.assert_array_equal(population.policy_params[0], population.policy_params[1])
+    _call(env, population, False)()  # Both members now train at member 1's settings.
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), [2.4e-3, 2e-3], rtol=1e-6)
+    path = tf.train.Checkpoint(algo=population).write(str(tmp_path / "ckpt"))  # Held there.
+    keys = dict(tf.train.list_variables(path))
+    assert "algo/pbt_settings/entropy_coef/.ATTRIBUTES/VARIABLE_VALUE" in keys
