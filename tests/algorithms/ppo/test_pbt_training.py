@@ -1,8 +1,10 @@
 """Population-based training of a PPO population through `train`: short runs of `debug`."""
 
 import json
+import math
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from batchrl.config import load_run_config
@@ -52,3 +54,42 @@ def test_pbt_with_nothing_to_perturb_still_exploits(tmp_path):
     last = lines[-1]
     params = _checkpoint(tmp_path, "policy_params")
     np.testing.assert_array_equal(params[last["member"]], params[last["parent"]])
+
+
+def test_a_copy_inherits_its_parents_listed_settings(tmp_path):
+    """Listed, not perturbed: at the first exploit the copy logs and keeps its parent's."""
+    entropy = [0.0, 0.01, 0.02, 0.03]
+    config = _debug(f"ppo.entropy_coef={entropy}", "train.total_steps=128")
+    result = train(config, tmp_path, progress=quiet)
+    (line,) = _lineage(tmp_path)
+    assert line["ppo.entropy_coef"] == pytest.approx(entropy[line["parent"]])
+    rows = result["members"]
+    assert rows[line["member"]]["ppo.entropy_coef"] == pytest.approx(entropy[line["parent"]])
+    rates = _checkpoint(tmp_path, "pbt_settings/entropy_coef")
+    np.testing.assert_allclose(rates, [row["ppo.entropy_coef"] for row in rows])
+
+
+def test_a_finished_run_run_again_shows_and_exports_the_settings_pbt_changed(tmp_path):
+    """Resumed at its end, it trains nothing: its tables and export read the checkpoint."""
+    config = _debug("pbt.perturb=[learning_rate]")
+    train(config, tmp_path, progress=quiet)
+    before = json.loads((tmp_path / "policy" / "batchrl.json").read_text())
+    assert math.isfinite(before["train_return"])
+    messages = []
+    result = train(config, tmp_path, progress=lambda text, final=False: messages.append(text))
+    assert result["step"] == 256
+    rates = _checkpoint(tmp_path, "pbt_settings/learning_rate")
+    assert (rates != np.float32(config.ppo.learning_rate)).any()  # PBT changed some.
+    tables = [text for text in messages if text.startswith("Members of the population")]
+    assert len(tables) == 2  # At the start and at the end.
+    for table in tables:
+        rows = table.splitlines()[2:]
+        for member, rate in enumerate(rates):
+            assert rows[member].split()[2] == f"{rate:.4g}", table
+    assert [row["ppo.learning_rate"] for row in result["members"]] == pytest.approx(rates)
+    metadata = json.loads((tmp_path / "policy" / "batchrl.json").read_text())
+    assert metadata["ppo.learning_rate"] == pytest.approx(rates[metadata["member"]])
+    assert metadata["ppo.learning_rate"] == pytest.approx(before["ppo.learning_rate"])
+    # No training return this time: the export leaves it out rather than writing NaN.
+    assert "train_return" not in metadata
+    assert metadata["eval_return"] == pytest.approx(before["eval_return"])
