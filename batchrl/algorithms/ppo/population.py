@@ -275,6 +275,15 @@ class PopulationPPO(Algorithm, Policy):
         self._settings.explore(source, copied, factors, self._pbt_rng)
         return source
 
+    def inherited_keys(self) -> tuple[str, ...]:
+        """The listed settings PBT copies but does not perturb (`algo/pbt_settings/<key>`).
+
+        Checkpoints written before copies inherited them lack them; those runs kept the
+        config's values, which the variables start from.
+        """
+        settings = self._settings
+        return tuple(key for key in settings.variables if key not in settings.pbt_keys)
+
     def pbt_values(self) -> dict[str, list[float]]:
         """Each member's current value of every setting PBT changes, {'ppo.<key>': [M]}.
 

@@ -93,3 +93,30 @@ def test_a_finished_run_run_again_shows_and_exports_the_settings_pbt_changed(tmp
     # No training return this time: the export leaves it out rather than writing NaN.
     assert "train_return" not in metadata
     assert metadata["eval_return"] == pytest.approx(before["eval_return"])
+
+
+def test_a_run_whose_checkpoint_predates_inherited_settings_resumes(tmp_path, monkeypatch):
+    """Its checkpoint lacks the listed settings' variables: they start from the config's."""
+    from batchrl.algorithms.ppo import population
+
+    overrides = ("ppo.entropy_coef=[0.0, 0.01, 0.02, 0.03]", "pbt.perturb=[learning_rate]")
+    made = population.MemberSettings
+
+    def before_inheriting(cfg, pbt_keys, members, resample_probability=0.0, inherit=False):
+        return made(cfg, pbt_keys, members, resample_probability)  # Listed: constants.
+
+    with monkeypatch.context() as patch:
+        patch.setattr(population, "MemberSettings", before_inheriting)
+        train(_debug(*overrides, "train.total_steps=128"), tmp_path, progress=quiet)
+    saved = [name for name, _ in tf.train.list_variables(str(tmp_path / "checkpoints"))]
+    assert not any("pbt_settings/entropy_coef" in name for name in saved)
+    messages = []
+    progress = lambda text, final=False: messages.append(text)  # noqa: E731
+    result = train(_debug(*overrides), tmp_path, progress=progress)
+    assert result["step"] == 256
+    assert any("Resumed from" in text for text in messages)
+    assert any(
+        "predates PBT copies inheriting listed settings: ppo.entropy_coef" in text
+        for text in messages
+    )
+    assert len(_checkpoint(tmp_path, "pbt_settings/entropy_coef")) == 4
