@@ -103,11 +103,11 @@ class MemberSettings:
 
         A copied member takes all its parent's settings (`variables`: with `inherit`,
         those the config listed too), as in Jaderberg et al. 2017. Then its value of each
-        key of `pbt_keys` becomes the parent's times a factor drawn
-        from `factors` (`pbt.perturb`); then, with probability `resample_probability`,
-        one of `choices[key]` instead (`pbt.resample`), clipped to the key's valid range
-        (`PBT_KEYS`). All draws come from `rng`, so that the members' own streams stay
-        as a single run's; with probability 0 nothing is drawn for resampling.
+        key of `pbt_keys` becomes the parent's times a factor drawn from `factors`
+        (`pbt.perturb`); then, with probability `resample_probability`, one of
+        `choices[key]` instead (`pbt.resample`), clipped to the key's valid range
+        (`PBT_KEYS`). All draws come from `rng`, so that the members' own streams stay as
+        a single run's; with probability 0 nothing is drawn for resampling.
 
         Args:
           source: [M] int32, the member whose state member m took (`pbt.exploit`).
