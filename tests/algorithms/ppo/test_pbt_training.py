@@ -120,3 +120,15 @@ def test_a_run_whose_checkpoint_predates_inherited_settings_resumes(tmp_path, mo
         for text in messages
     )
     assert len(_checkpoint(tmp_path, "pbt_settings/entropy_coef")) == 4
+
+
+def test_the_train_script_refuses_an_interval_between_training_calls(tmp_path, capsys):
+    """Exit 2 at load: calls of 16 x 2 = 32 steps never end at 48."""
+    from batchrl.scripts import train as train_script
+
+    argv = ["--config=debug", "--set", "train.population=4", "--set", "train.eval_every=16"]
+    argv += ["--set", "pbt.interval=48", f"--logdir={tmp_path}"]
+    assert train_script.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "pbt.interval=48 must be a multiple" in error
+    assert "train.steps_per_call=16 x env.num_envs=2 = 32" in error
