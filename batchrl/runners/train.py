@@ -105,9 +105,17 @@ def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]
         earlier_run = (logdir / "config.yaml").exists()
         _write_config(config, logdir)
         report = lambda text: progress(text, final=True)  # noqa: E731
-        restored = checkpoints.restore(report, allow_partial=_is_old_checkpoint)
+        allow_partial = _allow_partial(checkpoint, algo)
+        restored = checkpoints.restore(report, allow_partial=allow_partial)
         if restored:
             progress(f"Resumed from {restored} at step {int(step)}.", final=True)
+            if _lacks_inherited_settings(restored, algo):
+                keys = ", ".join(f"ppo.{key}" for key in algo.inherited_keys())
+                progress(
+                    f"The checkpoint predates PBT copies inheriting listed settings: {keys} "
+                    "start from the config's values, which that run kept.",
+                    final=True,
+                )
             if _is_old_checkpoint(restored):
                 progress(
                     "The checkpoint is of batchrl 0.1: the model, optimizer and normalizers "
@@ -197,6 +205,43 @@ def _is_old_checkpoint(prefix: str, error=None) -> bool:
     """
     keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     return any(key.startswith(("algo/_memory/", "algo/_unroll/")) for key in keys)
+
+
+def _inherited_settings(algo) -> set[str]:
+    """The checkpoint keys of the listed settings a PBT population's copies inherit."""
+    keys = getattr(algo, "inherited_keys", tuple)()
+    return {f"algo/pbt_settings/{key}/.ATTRIBUTES/VARIABLE_VALUE" for key in keys}
+
+
+def _lacks_inherited_settings(prefix: str, algo) -> bool:
+    saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return not _inherited_settings(algo) <= set(saved)
+
+
+def _allow_partial(checkpoint: tf.train.Checkpoint, algo):
+    """Accepts a checkpoint of batchrl 0.1, or one that lacks only inherited settings.
+
+    A PBT population holds the listed settings its copies inherit (`inherited_keys`) as
+    variables; checkpoints written before copies inherited them lack those variables
+    alone, and their runs kept the config's values, which the variables start from.
+    """
+    inherited = _inherited_settings(algo)
+
+    def allow(prefix: str, error=None) -> bool:
+        if _is_old_checkpoint(prefix):
+            return True
+        if not inherited:
+            return False
+        skip = ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
+        saved = set(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
+        with tempfile.TemporaryDirectory() as folder:
+            written = checkpoint.write(os.path.join(folder, "model"))
+            model = set(tf.train.load_checkpoint(written).get_variable_to_shape_map())
+        saved, model = saved - set(skip), model - set(skip)
+        missing = model - saved
+        return bool(missing) and missing <= inherited and saved <= model
+
+    return allow
 
 
 def _check_writable(logdir: Path) -> None:

@@ -136,10 +136,10 @@ class MemberLogs:
           The lines written.
         """
         records = []
+        self.update_settings(values)
         for m, writer in enumerate(self._train):
             parent = int(source[m])
             settings = {key: value[m] for key, value in values.items()}
-            self.settings[m].update(settings)
             with writer.as_default(step=step):
                 summary.scalar("pbt/parent", parent)
                 for key, value in settings.items():
@@ -149,6 +149,14 @@ class MemberLogs:
         with open(self._logdir / "pbt.jsonl", "a", encoding="utf-8") as file:
             file.writelines(json.dumps(record) + "\n" for record in records)
         return records
+
+    def update_settings(self, values: dict[str, list[float]]) -> None:
+        """Sets each member's settings to `values`, {'ppo.learning_rate': [M], ...}.
+
+        E.g. those population-based training changed, as a resumed run restored them.
+        """
+        for m, row in enumerate(self.settings):
+            row.update({key: value[m] for key, value in values.items()})
 
     def aggregate(self) -> dict[str, float]:
         """`aggregate` of the members' latest evaluation returns."""

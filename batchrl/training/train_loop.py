@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import signal
 import sys
 import threading
@@ -102,7 +103,8 @@ def run(
       final_eval_env: the environments of the final evaluation, if not `eval_env` (e.g.
         Gymnasium's, where `eval_env` is the TensorFlow port).
       members: a population's members, each a dict of its `seed` and its own settings
-        (`batchrl.config.members.member_settings`); None: seeds `seed + m`.
+        (`batchrl.config.members.member_settings`); None: seeds `seed + m`. With `pbt`,
+        the settings PBT changes are read from `policy` (`pbt_values`), as restored.
       pbt: the `pbt` section, for population-based training of a population
         (`pbt.interval` > 0): after the evaluation at every multiple of the interval,
         `policy.exploit` replaces the worst members; `pbt.jsonl` logs the lineage.
@@ -130,6 +132,8 @@ def run(
         rows = members or [{"seed": cfg.seed + m} for m in range(population)]
         settings = [{k: v for k, v in row.items() if k != "seed"} for row in rows]
         logs = MemberLogs(logdir, [row["seed"] for row in rows], settings)
+        if pbt is not None and policy is not None:  # As PBT left them (a resumed run).
+            logs.update_settings(policy.pbt_values())
         progress(f"Members of the population:\n{logs.table(returns=False)}", final=True)
     evaluation = None
     if policy is not None and cfg.eval_every:
@@ -300,16 +304,23 @@ def _export_members(population, observation_space, logdir: Path, logs: MemberLog
         path = logdir / "policies" / f"member-{member:02d}"
         export_policy(population.member_policy(member), observation_space, path)
     best = logs.best()
-    metadata = logs.members()[best]
+    row = logs.members()[best]
+    # A return this run did not see (a resumed run that trained nothing) is left out
+    # rather than written as NaN.
+    metadata = {key: value for key, value in row.items() if not _is_nan(value)}
     export_policy(population.member_policy(best), observation_space, logdir / "policy", metadata)
-    by = f"final evaluation {metadata['eval_return']:.1f}"
-    if not math.isfinite(metadata["eval_return"]):
-        by = f"no evaluation; latest training return {metadata['train_return']:.1f}"
+    by = f"final evaluation {row['eval_return']:.1f}"
+    if not math.isfinite(row["eval_return"]):
+        by = f"no evaluation; latest training return {row['train_return']:.1f}"
     progress(
         f"Member {best} is the best ({by}): exported to {logdir / 'policy'}; every "
         f"member's policy is in {logdir / 'policies'}.",
         final=True,
     )
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, numbers.Real) and math.isnan(value)
 
 
 def _eval_seed(seed: int, step: int) -> int:

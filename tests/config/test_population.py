@@ -124,6 +124,19 @@ def test_population_based_training_loads():
         (["pbt.perturb=[epochs]"], r"pbt.perturb=\['epochs'\]: 'epochs' is not a setting"),
         (["pbt.factors=[]"], r"pbt.factors=\[\]"),
         (["pbt.factors=[0.8, -1]"], r"pbt.factors=\[0.8, -1.0\]"),
+        # A copy takes its parent's settings; a normalizer's clip is fixed at the start.
+        (["ppo.reward_clip=[10, 5, 5, 5]"], r"ppo.reward_clip=\[10.0, 5.0, 5.0, 5.0\] gives"),
+        # A call of a partial rollout: an exploit would land inside it.
+        (
+            ["train.steps_per_call=192"],
+            r"train.steps_per_call=192 must be a multiple of ppo.rollout_length=128",
+        ),
+        # Calls of 128 x 16 = 2048 steps: exploits at 4096, 6144, 10240, ... not every 3072.
+        (
+            ["train.eval_every=1024", "pbt.interval=3072"],
+            r"pbt.interval=3072 must be a multiple of .* train.steps_per_call=128 x "
+            r"env.num_envs=16 = 2048",
+        ),
     ],
 )
 def test_bad_population_based_training_is_refused(overrides, message):

@@ -15,9 +15,10 @@ class MemberSettings:
     """The `ppo` settings of a population of M members: each key a float or a tensor [M].
 
     A key the config gives as a list of M values (`MEMBER_KEYS`) is a constant [M]; a key
-    population-based training changes (`pbt.perturb`) is a variable [M] (`variables`,
-    which the algorithm tracks, so that checkpoints hold them); any other key is the
-    config's float, which every member shares.
+    population-based training changes is a variable [M] (`variables`, which the algorithm
+    tracks, so that checkpoints hold them): those it perturbs (`pbt.perturb`) and, with
+    PBT on (`inherit`), the listed keys too, which a copied member takes from its parent
+    (`explore`). Any other key is the config's float, which every member shares.
 
         settings = MemberSettings(config.ppo, ("learning_rate",), members=4)
         settings.get("discount")         # 0.99, or [M] if listed
@@ -34,13 +35,16 @@ class MemberSettings:
         pbt_keys: Sequence[str],
         members: int,
         resample_probability: float = 0.0,
+        inherit: bool = False,
     ):
         """Args:
         cfg: the `ppo` section; a key of `MEMBER_KEYS` may be a tuple of M values.
-        pbt_keys: the keys population-based training changes (`pbt.perturb`, or ()).
+        pbt_keys: the keys population-based training perturbs (`pbt.perturb`, or ()).
         members: M.
         resample_probability: `pbt.resample_probability`, the chance that PBT's explore
           step draws a copied member's value of a key afresh (`explore`).
+        inherit: population-based training is on (`pbt.interval` > 0): the listed keys
+          are variables too, which a copied member takes from its parent.
         """
         self._cfg = cfg
         self.members = members
@@ -48,8 +52,12 @@ class MemberSettings:
         self.resample_probability = float(resample_probability)
         # What a resampled key draws from: the distinct values the config gave members.
         self.choices = {key: sorted(set(_as_tuple(cfg[key]))) for key in self.pbt_keys}
+        listed = [key for key in MEMBER_KEYS if _listed(cfg[key])]
+        # The keys a copied member only takes from its parent, then those it perturbs.
+        changed = [key for key in listed if key not in self.pbt_keys] if inherit else []
+        changed += self.pbt_keys
         self._listed = {
-            key: tf.constant(cfg[key], tf.float32) for key in MEMBER_KEYS if _listed(cfg[key])
+            key: tf.constant(cfg[key], tf.float32) for key in listed if key not in changed
         }  # [M] each
         self.variables = {
             key: tf.Variable(
@@ -57,7 +65,7 @@ class MemberSettings:
                 trainable=False,
                 name=key,
             )
-            for key in self.pbt_keys
+            for key in changed
         }  # [M] each
 
     def get(self, key: str):
@@ -93,11 +101,13 @@ class MemberSettings:
     ) -> None:
         """PBT's explore step: copied members take their parent's values, perturbed.
 
-        Each copied member's value of each key becomes its parent's times a factor drawn
-        from `factors` (`pbt.perturb`); then, with probability `resample_probability`,
-        one of `choices[key]` instead (`pbt.resample`), clipped to the key's valid range
-        (`PBT_KEYS`). All draws come from `rng`, so that the members' own streams stay
-        as a single run's; with probability 0 nothing is drawn for resampling.
+        A copied member takes all its parent's settings (`variables`: with `inherit`,
+        those the config listed too), as in Jaderberg et al. 2017. Then its value of each
+        key of `pbt_keys` becomes the parent's times a factor drawn from `factors`
+        (`pbt.perturb`); then, with probability `resample_probability`, one of
+        `choices[key]` instead (`pbt.resample`), clipped to the key's valid range
+        (`PBT_KEYS`). All draws come from `rng`, so that the members' own streams stay as
+        a single run's; with probability 0 nothing is drawn for resampling.
 
         Args:
           source: [M] int32, the member whose state member m took (`pbt.exploit`).
@@ -105,6 +115,9 @@ class MemberSettings:
           factors: e.g. (0.8, 1.2), drawn uniformly for each copied member and key.
           rng: the population's PBT random stream.
         """
+        for key, variable in self.variables.items():
+            if key not in self.pbt_keys:
+                variable.assign(tf.gather(variable, source))
         for key in self.pbt_keys:
             variable = self.variables[key]
             low, high = PBT_KEYS[key]
@@ -128,8 +141,8 @@ class MemberSettings:
         return learning_rate(cfg["learning_rate"], schedule, step, total_steps)
 
     def values(self) -> dict[str, list[float]]:
-        """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
-        return {f"ppo.{key}": self.variables[key].numpy().tolist() for key in self.pbt_keys}
+        """Each member's current value of every setting PBT changes, {'ppo.<key>': [M]}."""
+        return {f"ppo.{key}": variable.numpy().tolist() for key, variable in self.variables.items()}
 
 
 def _listed(value) -> bool:

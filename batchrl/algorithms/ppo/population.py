@@ -81,9 +81,11 @@ class PopulationPPO(Algorithm, Policy):
         pbt_keys = tuple(config.pbt.perturb) if config.pbt.interval else ()
         # Each member's own values [M] of the keys given as lists or changed by PBT.
         resample = config.pbt.resample_probability
-        self._settings = MemberSettings(cfg, pbt_keys, members, resample)
-        if pbt_keys:  # Settings that population-based training changes: state.
+        inherit = bool(config.pbt.interval)
+        self._settings = MemberSettings(cfg, pbt_keys, members, resample, inherit)
+        if self._settings.variables:  # Settings that population-based training changes.
             self.pbt_settings = self._settings.variables
+        if config.pbt.interval:  # Exploits, with or without settings to perturb.
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
         norms = self._norms = MemberNormalizers(cfg, self._settings, self._layout, observ_shape)
         nets = self._nets = MemberNetworks(config.network, batch_env, seeds)
@@ -240,11 +242,12 @@ class PopulationPPO(Algorithm, Policy):
 
         The members in the bottom `quantile` by `scores` take the state of members in the
         top one (`pbt.exploit`): their policy and value parameters, log std, Adam moments,
-        KL penalty and observation and reward normalizer statistics are the parent's
-        rows. Their `pbt.perturb` settings become the parent's times a factor drawn from
-        `factors`, or with `pbt.resample_probability` values drawn afresh
-        (`MemberSettings.explore`). Random streams, environments and the recurrent states
-        of the episodes under way stay the member's.
+        KL penalty, observation and reward normalizer statistics and own settings (the
+        ppo keys the config lists) are the parent's rows. Their `pbt.perturb` settings
+        then become the parent's times a factor drawn from `factors`, or with
+        `pbt.resample_probability` values drawn afresh (`MemberSettings.explore`).
+        Random streams, environments and the recurrent states of the episodes under way
+        stay the member's.
 
         Args:
           scores: [M] each member's latest evaluation return (NaN: none, ranks lowest).
@@ -253,7 +256,18 @@ class PopulationPPO(Algorithm, Policy):
 
         Returns:
           `source` [M] int32: the member whose state member m took (m if it kept its own).
+
+        Raises:
+          ValueError: a rollout is under way: its steps, collected by the members before
+            the exploit, would be trained on as the copies' own (the config's check that
+            `train.steps_per_call` is a multiple of `ppo.rollout_length` prevents it).
         """
+        if int(self.rollout.step):
+            raise ValueError(
+                f"Population-based training exploits at rollout boundaries only, but "
+                f"{int(self.rollout.step)} of ppo.rollout_length={self._cfg.rollout_length} "
+                "steps of a rollout are collected."
+            )
         source, copied = pbt.exploit(scores, quantile, self._pbt_rng)
         for variable in [*self._nets.trainable, self.penalty, *self.optimizer.member_variables()]:
             variable.assign(tf.gather(variable, source))
@@ -261,8 +275,20 @@ class PopulationPPO(Algorithm, Policy):
         self._settings.explore(source, copied, factors, self._pbt_rng)
         return source
 
+    def inherited_keys(self) -> tuple[str, ...]:
+        """The listed settings PBT copies but does not perturb (`algo/pbt_settings/<key>`).
+
+        Checkpoints written before copies inherited them lack them; those runs kept the
+        config's values, which the variables start from.
+        """
+        settings = self._settings
+        return tuple(key for key in settings.variables if key not in settings.pbt_keys)
+
     def pbt_values(self) -> dict[str, list[float]]:
-        """Each member's current value of every `pbt.perturb` setting, {'ppo.<key>': [M]}."""
+        """Each member's current value of every setting PBT changes, {'ppo.<key>': [M]}.
+
+        The keys of `pbt.perturb` and those the config lists, which copies inherit.
+        """
         return self._settings.values()
 
     # The policy, for evaluation.

@@ -147,9 +147,29 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         if cfg.update_mode == "steps" and steps_per_call % cfg.rollout_length:
             raise ConfigError(
                 f"train.steps_per_call={steps_per_call} must be a multiple of "
-                f"ppo.rollout_length={cfg.rollout_length}, so that every checkpoint falls on a "
-                "rollout boundary."
+                f"ppo.rollout_length={cfg.rollout_length}, so that every checkpoint (and "
+                "every exploit of population-based training) falls on a rollout boundary."
             )
+        pbt, train = config.pbt, config.train
+        if pbt.interval and train.population > 1:
+            for key in ("observ_clip", "reward_clip"):
+                if isinstance(cfg[key], tuple):
+                    raise ConfigError(
+                        f"ppo.{key}={list(cfg[key])} gives each member its own clip, but "
+                        f"with pbt.interval={pbt.interval} a copied member takes all its "
+                        "parent's settings, and a member's normalizer clip is fixed when the "
+                        f"run starts: give ppo.{key} one value, or set pbt.interval=0."
+                    )
+            # A population's step counts each member's environment steps; PBT exploits
+            # between training calls, after the evaluation at each multiple of the interval.
+            per_call = steps_per_call * config.env.num_envs
+            if pbt.interval % per_call:
+                raise ConfigError(
+                    f"pbt.interval={pbt.interval} must be a multiple of the environment "
+                    f"steps each member takes per training call, train.steps_per_call="
+                    f"{steps_per_call} x env.num_envs={config.env.num_envs} = {per_call}, "
+                    "so that population-based training exploits every interval exactly."
+                )
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates networks, optimizer and experience buffers.

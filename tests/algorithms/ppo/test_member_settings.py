@@ -58,3 +58,18 @@ def test_with_resample_probability_one_copied_members_take_given_values():
             np.testing.assert_array_equal(after[[0, 2]], before[key][[0, 2]])
         seen.update(settings.variables["learning_rate"].numpy()[[1, 3]].tolist())
     assert len(seen) == 3
+
+
+def test_with_pbt_on_a_copied_member_inherits_its_parents_listed_settings():
+    """inherit: the listed keys are variables; a copy takes them all, perturbs its own."""
+    settings = MemberSettings(_cfg(), ("entropy_coef",), 4, inherit=True)
+    assert set(settings.variables) == {"learning_rate", "gae_lambda", "entropy_coef"}
+    source, copied = tf.constant([0, 0, 2, 3]), tf.constant([False, True, False, False])
+    settings.explore(source, copied, (2.0,), tf.random.Generator.from_seed(9))
+    values = settings.values()
+    np.testing.assert_allclose(values["ppo.learning_rate"], [1e-3, 1e-3, 3e-4, 1e-4])
+    np.testing.assert_allclose(values["ppo.gae_lambda"], [0.9, 0.9, 0.99, 0.8])
+    np.testing.assert_allclose(values["ppo.entropy_coef"], [0.01, 0.02, 0.01, 0.01])
+    np.testing.assert_allclose(settings.varying()["gae_lambda"], [0.9, 0.9, 0.99, 0.8])
+    # Without PBT the listed keys stay constants.
+    assert set(MemberSettings(_cfg(), (), 4).variables) == set()

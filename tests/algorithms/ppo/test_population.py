@@ -255,6 +255,7 @@ def test_exploit_copies_exactly_the_parents_state():
             "network.policy_layers=[16, 16]",
             "network.value_layers=[16, 16]",
             f"train.population={members}",
+            "train.steps_per_call=16",  # 16 x 4 environments: a multiple of the interval.
             "train.eval_every=64",
             "pbt.interval=64",
             "pbt.perturb=[learning_rate, gae_lambda]",
@@ -308,6 +309,7 @@ def test_exploit_resamples_from_the_given_values_and_rewards_follow_the_new_disc
     config = _config(
         "pendulum_tf",
         members,
+        "train.steps_per_call=16",
         "train.eval_every=64",
         "pbt.interval=64",
         "pbt.perturb=[learning_rate, discount]",
@@ -352,3 +354,58 @@ def test_a_recurrent_member_policy_acts_as_the_member(tmp_path):
     loaded = tf.saved_model.load(str(path))
     np.testing.assert_array_equal(loaded(observ, state)["action"], actions[rows])
     assert loaded.initial_state(2).shape == (2, population.policy.state_size)
+
+
+def test_exploit_refuses_a_rollout_under_way():
+    """Its steps were collected by the members the copies replace: not theirs to train on."""
+    config = _config(
+        "cartpole_tf",
+        4,
+        "train.steps_per_call=16",
+        "train.eval_every=64",
+        "pbt.interval=64",
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=4)
+    population = PopulationPPO(env, config, seed=SEED)
+    tf.function(lambda: simulate(env, population, steps=STEPS // 2), autograph=False)()
+    with pytest.raises(ValueError, match=r"8 of ppo.rollout_length=16 steps"):
+        population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (0.8, 1.2))
+    tf.function(lambda: simulate(env, population, steps=STEPS // 2), autograph=False)()
+    np.testing.assert_array_equal(
+        population.exploit([3.0, 1.0, 4.0, 2.0], 0.25, (1.0,)), [0, 2, 2, 3]
+    )
+
+
+def test_a_copied_member_takes_all_its_parents_listed_settings(tmp_path):
+    """Two members of different listed settings: the copy has the parent's, then trains so."""
+    lists = {
+        "learning_rate": [1e-3, 2e-3],
+        "clip_ratio": [0.1, 0.3],
+        "entropy_coef": [0.0, 0.05],
+        "discount": [0.9, 0.99],
+    }
+    config = _config(
+        "cartpole_tf",
+        2,
+        "train.steps_per_call=16",
+        "train.eval_every=64",
+        "pbt.interval=64",
+        "pbt.quantile=0.5",
+        "pbt.perturb=[learning_rate]",
+        *[f"ppo.{key}={values}" for key, values in lists.items()],
+    )
+    env = make_in_graph_env(config.env, ENVS, SEED, members=2)
+    population = PopulationPPO(env, config, seed=SEED)
+    _call(env, population, False)()
+    source = population.exploit([1.0, 2.0], 0.5, (1.2,))  # Member 0 takes member 1's.
+    np.testing.assert_array_equal(source, [1, 1])
+    values = population.pbt_values()
+    assert values["ppo.learning_rate"] == pytest.approx([2.4e-3, 2e-3])  # Perturbed.
+    for key in ("clip_ratio", "entropy_coef", "discount"):
+        assert values[f"ppo.{key}"] == pytest.approx([lists[key][1]] * 2), key
+    np.testing.assert_array_equal(population.policy_params[0], population.policy_params[1])
+    _call(env, population, False)()  # Both members now train at member 1's settings.
+    np.testing.assert_allclose(population.optimizer.rates.numpy(), [2.4e-3, 2e-3], rtol=1e-6)
+    path = tf.train.Checkpoint(algo=population).write(str(tmp_path / "ckpt"))  # Held there.
+    keys = dict(tf.train.list_variables(path))
+    assert "algo/pbt_settings/entropy_coef/.ATTRIBUTES/VARIABLE_VALUE" in keys
