@@ -194,7 +194,7 @@ def test_a_drawn_config_is_refused_naming_a_key_or_trains(tmp_path_factory, over
 
 
 @pytest.mark.fuzz
-@settings(PROPERTY, max_examples=300, derandomize=False)
+@settings(PROPERTY, max_examples=100, derandomize=False)
 @given(overrides=run_overrides())
 def test_many_drawn_configs_are_refused_naming_a_key_or_train(tmp_path_factory, overrides):
     check(overrides, tmp_path_factory.mktemp("run") / "logdir")
