@@ -23,7 +23,7 @@ os.environ["TF_XLA_FLAGS"] = (
 # Tiers of the suite outside the default one, each with its option: `slow` (learning runs
 # over seeds, Ray runs), which CI's second stage runs, `long` (the preset-scale learning
 # runs of several minutes each), which CI leaves out for its time limit, and `fuzz` (the
-# property-based tests at hundreds of examples), which CI leaves out too.
+# property-based tests at a hundred examples), which CI leaves out too.
 TIERS = {
     "slow": "python -m pytest --slow runs it, as .ci/run does",
     "long": "python -m pytest -m long runs it; .ci/run does not",
@@ -45,7 +45,7 @@ def pytest_addoption(parser):
     parser.addoption(
         "--fuzz",
         action="store_true",
-        help="also run the tests marked fuzz (property-based tests at hundreds of examples, "
+        help="also run the tests marked fuzz (property-based tests at a hundred examples, "
         "outside CI)",
     )
 
