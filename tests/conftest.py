@@ -21,11 +21,13 @@ os.environ["TF_XLA_FLAGS"] = (
 
 
 # Tiers of the suite outside the default one, each with its option: `slow` (learning runs
-# over seeds, Ray runs), which CI's second stage runs, and `long` (the preset-scale learning
-# runs of several minutes each), which CI leaves out for its time limit.
+# over seeds, Ray runs), which CI's second stage runs, `long` (the preset-scale learning
+# runs of several minutes each), which CI leaves out for its time limit, and `fuzz` (the
+# property-based tests at a hundred examples), which CI leaves out too.
 TIERS = {
     "slow": "python -m pytest --slow runs it, as .ci/run does",
     "long": "python -m pytest -m long runs it; .ci/run does not",
+    "fuzz": "python -m pytest -m fuzz runs it; .ci/run does not",
 }
 
 
@@ -39,6 +41,12 @@ def pytest_addoption(parser):
         "--long",
         action="store_true",
         help="also run the tests marked long (preset-scale learning runs, outside CI)",
+    )
+    parser.addoption(
+        "--fuzz",
+        action="store_true",
+        help="also run the tests marked fuzz (property-based tests at a hundred examples, "
+        "outside CI)",
     )
 
 
@@ -62,8 +70,9 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(tryfirst=True)  # Before xdist's, which reads the groups.
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow run only with --slow (or when -m names slow), and those marked long
-    only with --long (or when -m names long). With pytest-xdist (-n N), the tests on the
+    """Tests marked slow run only with --slow (or when -m names slow), those marked long
+    only with --long (or when -m names long), and those marked fuzz only with --fuzz (or
+    when -m names fuzz). With pytest-xdist (-n N), the tests on the
     session's Ray cluster (the `ray_cluster` fixture) all go to one worker, which starts
     the cluster once."""
     for item in items:

@@ -76,7 +76,8 @@ class Item:
 
 class Config:
     def __init__(self, args):
-        self.options = {"--slow": "--slow" in args, "--long": "--long" in args, "-m": None}
+        self.options = {f"--{tier}": f"--{tier}" in args for tier in ("slow", "long", "fuzz")}
+        self.options["-m"] = None
         if "-m" in args:
             self.options["-m"] = args[args.index("-m") + 1]
 
@@ -87,22 +88,25 @@ class Config:
 @pytest.mark.parametrize(
     "args, skipped",
     [
-        ([], {"slow", "long"}),
-        (["--slow"], {"long"}),
-        (["-m", "slow"], {"long"}),  # -m slow deselects the long tests; they never run.
-        (["-m", "long"], {"slow"}),
-        (["--slow", "--long"], set()),
+        ([], {"slow", "long", "fuzz"}),
+        (["--slow"], {"long", "fuzz"}),
+        (["-m", "slow"], {"long", "fuzz"}),  # -m slow deselects the others; they never run.
+        (["-m", "long"], {"slow", "fuzz"}),
+        (["-m", "fuzz"], {"slow", "long"}),
+        (["--slow", "--long"], {"fuzz"}),
+        (["--slow", "--long", "--fuzz"], set()),
     ],
 )
-def test_slow_and_long_tests_run_only_when_asked_for(request, args, skipped):
-    """The default suite skips both tiers, each naming how to run it; .ci/run's second
-    stage (-m slow) runs the slow tests and not the long ones."""
+def test_slow_long_and_fuzz_tests_run_only_when_asked_for(request, args, skipped):
+    """The default suite skips the three tiers, each naming how to run it; .ci/run's
+    second stage (-m slow) runs the slow tests and not the long or fuzz ones."""
     conftest = suite_conftest(request)
-    items = {tier: Item(tier) for tier in ("default", "slow", "long")}
+    items = {tier: Item(tier) for tier in ("default", "slow", "long", "fuzz")}
     conftest.pytest_collection_modifyitems(Config(args), list(items.values()))
     reasons = {
         "slow": "slow: python -m pytest --slow runs it, as .ci/run does",
         "long": "long: python -m pytest -m long runs it; .ci/run does not",
+        "fuzz": "fuzz: python -m pytest -m fuzz runs it; .ci/run does not",
     }
     assert {tier: item.skip for tier, item in items.items()} == {
         tier: reasons.get(tier) if tier in skipped else None for tier in items

@@ -4,7 +4,8 @@
 `batchrl/configs/default.yaml`, where a key's type is its default's; `loading.py` builds a
 config from a preset chain and `dotted.key=value` overrides and writes a run's resolved
 config atomically; `members.py` reads a population's member seeds and per-member lists
-of settings and turns `--sweep`s into one population; `registry.py` names algorithms,
+of settings; `sweeps.py` turns `--sweep`s into one population and refuses sweeps of keys
+the members cannot differ in; `registry.py` names algorithms,
 runners, networks and environment families by 'package.module:Name' strings, so that
 nothing here imports them;
 `run_config.py` loads the config of a whole run and checks it against the algorithm's and
@@ -29,7 +30,6 @@ from batchrl.config.members import (
     member_offsets,
     member_seeds,
     member_settings,
-    sweep_overrides,
 )
 from batchrl.config.registry import (
     ALGORITHMS,
@@ -50,6 +50,7 @@ from batchrl.config.run_config import (
     load_saved_run_config,
     runner_class,
 )
+from batchrl.config.sweeps import check_swept_keys, parse_sweeps, sweep_overrides
 
 __all__ = [
     "ALGORITHMS",
@@ -67,6 +68,7 @@ __all__ = [
     "check_choice",
     "check_member_lists",
     "check_range",
+    "check_swept_keys",
     "check_run_config",
     "default_config_dir",
     "load_config",
@@ -77,6 +79,7 @@ __all__ = [
     "member_offsets",
     "member_seeds",
     "member_settings",
+    "parse_sweeps",
     "peek",
     "peek_resolved",
     "preset_path",

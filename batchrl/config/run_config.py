@@ -14,6 +14,7 @@ from batchrl.config.config import Config, ConfigError, check_choice
 from batchrl.config.loading import Sources
 from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
+from batchrl.config.sweeps import check_swept_keys, parse_sweeps, sweep_overrides
 
 BACKENDS = ("gymnasium", "tensorflow")
 ENGINES = ("gymnasium", "envpool")
@@ -32,8 +33,9 @@ def load_run_config(
     name_or_path: str | os.PathLike,
     overrides: Iterable[str] = (),
     config_dir: str | os.PathLike | None = None,
+    sweeps: Iterable[str] = (),
 ) -> Config:
-    """Loads a preset with overrides and checks every value a run will read.
+    """Loads a preset with overrides and sweeps and checks every value a run will read.
 
     The schema is `default.yaml` plus the section of a user's own algorithm
     (`config_defaults`). Besides types and choices, it checks ranges, that only the
@@ -41,10 +43,29 @@ def load_run_config(
     whatever the algorithm's and runner's `check_config` check: nothing needs to be built
     or written to find a bad value.
 
+    Args:
+      name_or_path: a preset name or a YAML path.
+      overrides: 'dotted.key=value' strings (`--set`).
+      config_dir: the folder of the presets; see `load_config`.
+      sweeps: 'dotted.key=v1,v2,...' strings (`--sweep`), applied after `overrides` as
+        one population (`sweep_overrides`); only keys the algorithm's members may differ
+        in can take two or more values (`check_swept_keys`).
+
     Raises:
       ConfigError: naming the key, the bad value and what is valid.
     """
+    sweeps = list(sweeps)
+    overrides = [*overrides, *sweep_overrides(sweeps, overrides)]
     algo_name = loading.peek(name_or_path, "algorithm.name", overrides, config_dir)
+    if sweeps and isinstance(algo_name, str):
+        algo_cls = ALGORITHMS.resolve(algo_name)
+        check_swept_keys(
+            parse_sweeps(sweeps),
+            _schema(algo_name, config_dir).to_dict(),
+            algo_name,
+            _section_of(algo_cls, algo_name),
+            getattr(algo_cls, "member_keys", ()),
+        )
     top = str(loading.preset_path(name_or_path, config_dir))
     if Path(top).resolve() == (loading.default_config_dir() / "default.yaml").resolve():
         top = ""  # The schema itself sets every key.
@@ -195,9 +216,16 @@ def _extra_sections(algo_name: Any) -> dict[str, dict]:
 
 
 @functools.lru_cache(maxsize=8)
+def _schema(algo_name: Any, config_dir: str | os.PathLike | None = None) -> Config:
+    """Every key's default, with the section of a user's own algorithm."""
+    return loading.load_config(
+        "default", config_dir=config_dir, sections=_extra_sections(algo_name)
+    )
+
+
 def _number_keys(algo_name: Any) -> tuple[str, ...]:
     """The dotted keys whose default is a number: a list there is one value per member."""
-    schema = loading.load_config("default", sections=_extra_sections(algo_name)).to_dict()
+    schema = _schema(algo_name).to_dict()
     return tuple(
         f"{section}.{key}"
         for section, keys in schema.items()

@@ -67,6 +67,15 @@ def merge(values, tree, schema, origin, prefix, sources, moved=None) -> None:
             sources[dotted] = origin
 
 
+def check_value(dotted: str, value: Any, default: Any, origin: str) -> Any:
+    """Returns one value (not a list of one per member) converted to `default`'s type.
+
+    Raises:
+      ConfigError: naming `origin`, the key, the value and the type expected.
+    """
+    return _check_value(dotted, value, default, origin, lists=False)
+
+
 def _element_default(default: list) -> Any:
     """A stand-in default for every element; [1, 2.5] is a list of floats."""
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in default)

@@ -30,7 +30,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=[],
         metavar="KEY=V1,V2,...",
         help="train every combination of the swept values as one population, e.g. --sweep "
-        "ppo.learning_rate=1e-4,3e-4 --sweep train.seed=0,1,2 (repeatable; PPO)",
+        "ppo.learning_rate=1e-4,3e-4 --sweep train.seed=0,1,2 (repeatable; PPO; only keys "
+        "the members may differ in: train.seed and the numeric ppo settings README lists; "
+        'list values in brackets, e.g. "KEY=[1, 2],[3, 4]")',
     )
     return parser.parse_args(argv)
 
@@ -106,19 +108,17 @@ def main(argv=None) -> int:
         # Imported here, so that Ctrl-C while TensorFlow loads exits quietly too.
         import_tensorflow(init_devices=False)
         from batchrl.config import ConfigError
-        from batchrl.config.members import sweep_overrides
         from batchrl.config.run_config import load_run_config
+        from batchrl.config.sweeps import sweep_overrides
         from batchrl.runners.train import train, use_xla_cache
         from batchrl.training.checkpoints import CheckpointError
         from batchrl.training.train_loop import Interrupted
 
         try:
-            overrides = list(args.set)
             if args.sweep:
                 swept = sweep_overrides(args.sweep, args.set)
                 print(f"Sweep: {' '.join(swept)}", file=sys.stderr)
-                overrides += swept
-            config = load_run_config(args.config, overrides)
+            config = load_run_config(args.config, args.set, sweeps=args.sweep)
             _raise_if_signalled()
             if config.train.jit_compile or config.train.eval_jit_compile:
                 # Before `describe_devices`: setting up the devices reads TF_XLA_FLAGS.

@@ -71,7 +71,8 @@ from batchrl.scripts import train as train_script
         (["--config=debug", "--sweep", "ppo.learning_rate"], "Malformed --sweep"),
         (
             ["--config=debug", "--set", "env.backend=tensorflow", "--sweep", "ppo.epochs=1,2"],
-            "ppo.epochs=[1, 2]: a list gives each member its own value, but it sets shapes",
+            "--sweep ppo.epochs=1,2: a sweep trains one population whose members differ only "
+            "in the swept keys, and members cannot differ in ppo.epochs",
         ),
         # Environments.
         (["--config=debug", "--set", "env.id=CartPol-v1"], "Did you mean CartPole-v1"),
