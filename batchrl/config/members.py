@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import ruamel.yaml
-
-from batchrl.config.config import Config, ConfigError, yaml_parser
+from batchrl.config.config import Config, ConfigError
 
 # Why a list is refused for keys that every member must share, by section.
 _SHARED = {
@@ -118,88 +115,8 @@ def check_member_lists(
                 )
 
 
-def sweep_overrides(sweeps: Iterable[str], overrides: Iterable[str] = ()) -> list[str]:
-    """The overrides that make the product of `--sweep KEY=v1,v2,...` one population.
-
-    With sweeps K1 of n1 values and K2 of n2, the population has n1 n2 members; member
-    i takes the i-th combination in `itertools.product` order (K1 slowest). The overrides
-    set `train.population` and each key to its list of member values (`train.seed` to
-    `train.seeds`); a product of one member sets plain values.
-
-        sweep_overrides(['ppo.learning_rate=1e-4,1e-3', 'train.seed=0,1'])
-        -> ['train.population=4', 'ppo.learning_rate=[0.0001, 0.0001, 0.001, 0.001]',
-            'train.seeds=[0, 1, 0, 1]']
-
-    Args:
-      sweeps: strings 'dotted.key=v1,v2,...'; each value is parsed as YAML.
-      overrides: the run's `--set` overrides, which may not set a swept key,
-        `train.population` or `train.seeds`.
-
-    Raises:
-      ConfigError: a malformed sweep, a key swept twice, or set by an override too.
-    """
-    keys, grids = [], []
-    for text in sweeps:
-        key, sep, raw = text.partition("=")
-        key = key.strip()
-        if not sep or not key or not all(key.split(".")) or not raw.strip():
-            raise ConfigError(
-                f"Malformed --sweep {text!r}; expected dotted.key=v1,v2,..., e.g. "
-                "ppo.learning_rate=1e-4,3e-4."
-            )
-        if key in keys:
-            raise ConfigError(f"--sweep {key} is given twice; list all its values in one.")
-        if key in ("train.population", "train.seeds"):
-            raise ConfigError(
-                f"--sweep {key} is not a setting to sweep: the sweep sets it (sweep "
-                "train.seed for seeds)."
-            )
-        keys.append(key)
-        grids.append([_parse_value(text, part) for part in raw.split(",")])
-    if not keys:
-        return []
-    for override in overrides:
-        key = str(override).partition("=")[0].strip()
-        if key in (*keys, "train.population", "train.seeds"):
-            raise ConfigError(
-                f"--set {override!r} and --sweep both set {key}; the sweep sets "
-                "train.population, train.seeds and every swept key."
-            )
-    combinations = list(itertools.product(*grids))
-    members = len(combinations)
-    if members == 1:
-        return [f"{key}={_dump(value)}" for key, value in zip(keys, combinations[0])]
-    result = [f"train.population={members}"]
-    for index, key in enumerate(keys):
-        values = [combination[index] for combination in combinations]
-        name = "train.seeds" if key == "train.seed" else key
-        result.append(f"{name}={_dump(values)}")
-    return result
-
-
 def _is_member_list(value: Any) -> bool:
     numbers = (int, float)
     return isinstance(value, tuple) and all(
         isinstance(x, numbers) and not isinstance(x, bool) for x in value
     )
-
-
-def _parse_value(text: str, raw: str) -> Any:
-    try:
-        value = yaml_parser().load(raw)
-    except ruamel.yaml.YAMLError as error:
-        raise ConfigError(f"--sweep {text!r}: cannot parse {raw!r} as YAML.\n{error}") from error
-    if value is None or isinstance(value, (Mapping, list)):
-        raise ConfigError(f"--sweep {text!r}: {raw.strip()!r} is not a single value.")
-    return value
-
-
-def _dump(value: Any) -> str:
-    """A value as YAML flow text for an override: 0.0001, [0.0001, 0.001], 'clip'."""
-    if isinstance(value, list):
-        return "[" + ", ".join(_dump(x) for x in value) + "]"
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
