@@ -8,9 +8,10 @@ import tensorflow as tf
 from batchrl.algorithms.dqn import utility
 from batchrl.algorithms.dqn.networks import make_q_network
 from batchrl.algorithms.off_policy import OffPolicy
-from batchrl.config import ConfigError
+from batchrl.config import ConfigError, check_choice
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
+from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.replay import RandomStream
 from batchrl.tools.in_graph_env import observ_dtype
 
@@ -30,10 +31,12 @@ class DQN(OffPolicy):
     3. Learn: every `train_freq` batched steps, once the buffer holds `learning_starts`
        transitions, `update` takes `gradient_steps` steps on minibatches: double-DQN
        targets from the target network, the Huber loss weighted by the importance weights
-       of prioritized replay (1 for uniform), the new priorities |TD error|, and the
+       of prioritized replay (1 for uniform), Adam at a constant rate or one falling
+       linearly to zero over the run, the new priorities |TD error|, and the
        target network copied every `target_update_interval` environment steps (tau 1)
        or moved by Polyak averaging after every gradient step (tau < 1).
-    4. Report: losses, Q values, epsilon, beta, the buffer's fill and priorities.
+    4. Report: losses, Q values, epsilon, beta, the learning rate, the buffer's fill and
+       priorities.
 
     `simulate` calls `update` between loops of steps (`steps_to_update`), so that a
     training call of K steps with all its updates is one graph call, and one XLA program
@@ -42,10 +45,18 @@ class DQN(OffPolicy):
 
     config_section = "dqn"
     METRICS = ("loss", "q_mean", "td_abs_mean", "grad_norm")  # Means over an update.
-    SUMMARIES = METRICS + ("epsilon", "beta", "priority_max", "buffer_size", "updates")
+    SUMMARIES = METRICS + (
+        "epsilon",
+        "beta",
+        "learning_rate",
+        "priority_max",
+        "buffer_size",
+        "updates",
+    )
 
     @classmethod
     def check_config(cls, config) -> None:
+        check_choice("dqn.learning_rate_schedule", config.dqn.learning_rate_schedule, SCHEDULES)
         cls.check_sections(
             config,
             {
@@ -157,6 +168,7 @@ class DQN(OffPolicy):
           The metrics named in `METRICS`, and the TD errors [N] (new priorities: |delta|).
         """
         cfg = self._cfg
+        self.optimizer.learning_rate.assign(self._learning_rate())
         target = self._targets(batch)  # [N]
         with tf.GradientTape() as tape:
             q = self._q_values(self.q, batch["observ"])  # [N, A]
@@ -214,6 +226,13 @@ class DQN(OffPolicy):
             cfg.exploration_final_eps,
         )
 
+    def _learning_rate(self) -> tf.Tensor:
+        """Adam's rate: `learning_rate`, constant or falling linearly to zero at
+        `train.total_steps` environment steps (`learning_rate_schedule`)."""
+        cfg = self._cfg
+        schedule = cfg.learning_rate_schedule
+        return learning_rate(cfg.learning_rate, schedule, self.env_steps, self._total_steps)
+
     def beta(self) -> tf.Tensor:
         """Prioritized replay's importance exponent, from `priority_beta` to 1 over the run."""
         progress = tf.minimum(tf.cast(self.env_steps, tf.float32) / float(self._total_steps), 1.0)
@@ -223,6 +242,7 @@ class DQN(OffPolicy):
         return {
             "epsilon": self._epsilon(),
             "beta": self.beta(),
+            "learning_rate": self._learning_rate(),
             "priority_max": self._max_priority(),
         }
 

@@ -87,6 +87,20 @@ def test_the_target_network_waits_for_its_interval_or_follows_by_polyak():
     assert any(apart)  # Polyak averaging trails the online network.
 
 
+@pytest.mark.parametrize("schedule, rates", [("constant", [1e-3, 1e-3]), ("linear", [8e-4, 6e-4])])
+def test_the_learning_rate_is_constant_or_falls_linearly_to_zero(schedule, rates):
+    # 4 agents, total_steps 400: updates at 80 and 160 environment steps learn with
+    # 1e-3 * (1 - 80 / 400) and 1e-3 * (1 - 160 / 400) when linear.
+    overrides = ["dqn.train_freq=20", "dqn.gradient_steps=1", "dqn.learning_starts=16"]
+    overrides += ["train.total_steps=400", f"dqn.learning_rate_schedule={schedule}"]
+    _, env, algo = cartpole(overrides)
+    for rate in rates:
+        run(env, algo, 20)
+        assert float(algo.optimizer.learning_rate) == pytest.approx(rate)
+        assert float(algo.summaries()["dqn/learning_rate"]) == pytest.approx(rate)
+    assert int(algo.updates) == 2
+
+
 def test_epsilon_falls_with_the_algorithms_own_steps():
     _, env, algo = cartpole(["dqn.exploration_fraction=0.5", "train.total_steps=400"])
     assert float(algo._epsilon()) == pytest.approx(1.0)
@@ -103,6 +117,7 @@ def test_epsilon_falls_with_the_algorithms_own_steps():
         ("dqn.checkpoint_replay=sometimes", "dqn.checkpoint_replay"),
         ("dqn.batch_size=200000", "dqn.batch_size"),
         ("dqn.observ_dtype=int8", "dqn.observ_dtype"),
+        ("dqn.learning_rate_schedule=cosine", "dqn.learning_rate_schedule"),
         # 8 environments, n_step 3: columns of 2 n + 2 = 8 slots need buffer_size 64.
         ("dqn.buffer_size=63", r"dqn.buffer_size=63 must be at least .* = 64 with dqn.compact"),
     ],
