@@ -93,6 +93,7 @@ def test_the_learning_rate_is_constant_or_falls_linearly_to_zero(schedule, rates
     # 1e-3 * (1 - 80 / 400) and 1e-3 * (1 - 160 / 400) when linear.
     overrides = ["dqn.train_freq=20", "dqn.gradient_steps=1", "dqn.learning_starts=16"]
     overrides += ["train.total_steps=400", f"dqn.learning_rate_schedule={schedule}"]
+    overrides += ["dqn.learning_rate=1e-3"]
     _, env, algo = cartpole(overrides)
     for rate in rates:
         run(env, algo, 20)
@@ -296,7 +297,8 @@ def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
         "train.steps_per_call=64",
         "train.checkpoint_every=256",
         "train.eval_every=0",
-        "dqn.exploration_fraction=0",  # Epsilon and beta then do not depend on total_steps.
+        "dqn.exploration_fraction=0",  # Epsilon and beta then do not depend on total_steps,
+        "dqn.learning_rate_schedule=constant",  # nor the learning rate.
     ]
     whole = load_run_config("cartpole_dqn", [*overrides, "train.total_steps=1024"])
     train(whole, tmp_path / "whole", progress=quiet)
