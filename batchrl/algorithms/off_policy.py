@@ -27,9 +27,9 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
 
     `experience` writes the B steps of a step into the replay buffer, which turns them
     into n-step transitions (`StepReplay`, or `NStep` before a buffer of whole
-    transitions). `simulate` calls `update` every `train_freq`
-    batched steps (`steps_to_update`); once the buffer holds `learning_starts`
-    transitions (and a batch), it runs `before_learning` and `gradient_steps` calls of
+    transitions). `simulate` calls `update` every `train_freq` batched steps
+    (`steps_to_update`); once the buffer holds `learning_starts` transitions (and a
+    batch), or is full, it runs `before_learning` and `gradient_steps` calls of
     `gradient_step` in one `tf.while_loop`, and writes the means of their metrics and
     `summary_values()` as the scalars `<config_section>/<name>`. A subclass reads its keys
     from `config[config_section]`, calls `make_buffers` in its constructor, and writes
@@ -84,8 +84,31 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
                 f"(2 * {name}.n_step + 2) = {least} with {name}.compact_replay: each "
                 "environment gets a column of buffer_size / num_envs slots."
             )
+        cls._check_learning_starts(config)
 
-    def make_buffers(self, action: tf.TensorSpec, seed: int, prioritized: bool = False) -> None:
+    @classmethod
+    def _check_learning_starts(cls, config) -> None:
+        """Refuses a `learning_starts` larger than the buffer: updates would never start.
+
+        On Ray (Ape-X) the learner samples from replay shards and keeps no buffer of its
+        own, so the section's `buffer_size` does not bound it.
+        """
+        name = cls.config_section
+        cfg = config[name]
+        if config.runner.name != "ray" and cfg.learning_starts > cfg.buffer_size:
+            raise ConfigError(
+                f"{name}.learning_starts={cfg.learning_starts} must be at most "
+                f"{name}.buffer_size={cfg.buffer_size}: updates wait until the buffer holds "
+                "learning_starts transitions (or is full), which it never would."
+            )
+
+    def make_buffers(
+        self,
+        action: tf.TensorSpec,
+        seed: int,
+        prioritized: bool = False,
+        observ_dtype: tf.DType = tf.float32,
+    ) -> None:
         """Sets up the replay buffer (with its n-step window) and the counters.
 
         Call it from the constructor once `_cfg` (the algorithm's config section: `n_step`,
@@ -101,8 +124,12 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
           action: the spec of one action as the buffer stores it (`stored_action`).
           seed: the seed of the buffer's sampling.
           prioritized: sample by priority (Schaul et al. 2016) rather than uniformly.
+          observ_dtype: the dtype `sample` gives observations in, whatever dtype the
+            buffer keeps (`observ_dtype` of the section): the environment's, so that
+            uint8 frames reach the network as uint8 (which scales them to [0, 1]).
         """
         cfg = self._cfg
+        self._sampled_observ_dtype = observ_dtype
         observ = tf.TensorSpec(self._observ_shape, tf.as_dtype(cfg.observ_dtype))
         priority = (cfg.priority_alpha, cfg.priority_epsilon) if prioritized else ()
         if cfg.compact_replay:
@@ -137,10 +164,11 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
 
     def sample(self, beta: float | tf.Tensor = 0.0) -> tuple[tf.Tensor, tf.Tensor, dict]:
         """A batch of `batch_size` transitions: indices, importance weights and the
-        transitions, their observations float32 whatever dtype the buffer keeps."""
+        transitions, their observations in `make_buffers`' `observ_dtype` whatever dtype
+        the buffer keeps (a cast: uint8 frames kept as float32 are whole numbers)."""
         indices, weights, batch = self.replay.sample(self._cfg.batch_size, beta)
         for key in ("observ", "next_observ"):
-            batch[key] = tf.cast(batch[key], tf.float32)
+            batch[key] = tf.cast(batch[key], self._sampled_observ_dtype)
         return indices, weights, batch
 
     # Store.
@@ -204,9 +232,19 @@ class OffPolicy(Algorithm, Policy, abc.ABC):
     def update(self):
         self._since_update.assign(0)
         cfg = self._cfg
+        needed = max(cfg.batch_size, cfg.learning_starts)  # At most buffer_size (checked).
         # A full StepReplay holds fewer transitions than its capacity (`StepReplay`).
-        needed = min(max(cfg.batch_size, cfg.learning_starts), self.replay.capacity // 2)
-        tf.cond(self.replay.size() >= needed, self._learn, lambda: None)
+        ready = (self.replay.size() >= needed) | self._replay_full()
+        tf.cond(ready, self._learn, lambda: None)
+
+    def _replay_full(self) -> tf.Tensor:
+        """Whether the buffer is full: bool scalar. A `StepReplay` is full once every
+        column's slots are in use; it then holds C - 1 - n transitions per column of C
+        slots, one fewer per episode end in it."""
+        replay = self.replay
+        if isinstance(replay, StepReplay):
+            return tf.reduce_min(replay.filled) >= replay.column
+        return replay.size() >= replay.capacity
 
     def _learn(self):
         self.before_learning()

@@ -1,4 +1,4 @@
-"""DQN: replay, n-step double-DQN targets and dueling heads, with every step in the graph."""
+"""DQN: replay, n-step double-DQN targets and dueling networks, with every step in the graph."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.algorithms.dqn import utility
+from batchrl.algorithms.dqn.networks import make_q_network
 from batchrl.algorithms.off_policy import OffPolicy
-from batchrl.config import ConfigError
-from batchrl.networks import MLP
+from batchrl.config import ConfigError, check_choice
 from batchrl.parts import optimizers
 from batchrl.parts.polyak import polyak
+from batchrl.parts.schedules import SCHEDULES, learning_rate
 from batchrl.replay import RandomStream
+from batchrl.tools.in_graph_env import observ_dtype
 
 
 class DQN(OffPolicy):
@@ -29,10 +31,12 @@ class DQN(OffPolicy):
     3. Learn: every `train_freq` batched steps, once the buffer holds `learning_starts`
        transitions, `update` takes `gradient_steps` steps on minibatches: double-DQN
        targets from the target network, the Huber loss weighted by the importance weights
-       of prioritized replay (1 for uniform), the new priorities |TD error|, and the
+       of prioritized replay (1 for uniform), Adam at a constant rate or one falling
+       linearly to zero over the run, the new priorities |TD error|, and the
        target network copied every `target_update_interval` environment steps (tau 1)
        or moved by Polyak averaging after every gradient step (tau < 1).
-    4. Report: losses, Q values, epsilon, beta, the buffer's fill and priorities.
+    4. Report: losses, Q values, epsilon, beta, the learning rate, the buffer's fill and
+       priorities.
 
     `simulate` calls `update` between loops of steps (`steps_to_update`), so that a
     training call of K steps with all its updates is one graph call, and one XLA program
@@ -41,10 +45,18 @@ class DQN(OffPolicy):
 
     config_section = "dqn"
     METRICS = ("loss", "q_mean", "td_abs_mean", "grad_norm")  # Means over an update.
-    SUMMARIES = METRICS + ("epsilon", "beta", "priority_max", "buffer_size", "updates")
+    SUMMARIES = METRICS + (
+        "epsilon",
+        "beta",
+        "learning_rate",
+        "priority_max",
+        "buffer_size",
+        "updates",
+    )
 
     @classmethod
     def check_config(cls, config) -> None:
+        check_choice("dqn.learning_rate_schedule", config.dqn.learning_rate_schedule, SCHEDULES)
         cls.check_sections(
             config,
             {
@@ -89,15 +101,18 @@ class DQN(OffPolicy):
         self._batch_size = len(batch_env)
         self._num_actions = int(space.n)
         self._observ_shape = tuple(batch_env.observation_space.shape)
+        # The environment's dtype: uint8 frames reach the network as uint8, which scales
+        # them to [0, 1], whatever dtype the buffer keeps them in (`_q_values`).
+        self._observ_dtype = observ_dtype(batch_env.observation_space)
         # Exploration's random numbers, the same in graph mode and under XLA; the replay
         # buffer samples from a stream of its own (seed `seed`).
         self.exploration = RandomStream(seed + (1 << 32), name="exploration")
 
-        outputs = self._num_actions + (1 if cfg.dueling else 0)
-        layers, activation = network.policy_layers, network.activation
-        filters = network.conv_filters
-        self.q = MLP(layers, outputs, activation, 1.0, "q", conv_filters=filters)
-        self.target_q = MLP(layers, outputs, activation, 1.0, "target_q", conv_filters=filters)
+        # A plain MLP, or value and advantage streams over the shared convolutions.
+        layout = (network.policy_layers, self._num_actions, network.activation)
+        layout += (network.conv_filters, cfg.dueling)
+        self.q = make_q_network(*layout, "q")
+        self.target_q = make_q_network(*layout, "target_q")
         dummy = tf.zeros((1,) + self._observ_shape)
         self.q(dummy)
         self.target_q(dummy)
@@ -105,7 +120,7 @@ class DQN(OffPolicy):
         self.optimizer = optimizers.Adam(cfg.learning_rate)
         self.optimizer.build(self.q.trainable_variables)
 
-        self.make_buffers(tf.TensorSpec([], tf.int32), seed, cfg.prioritized)
+        self.make_buffers(tf.TensorSpec([], tf.int32), seed, cfg.prioritized, self._observ_dtype)
         # The environment step of the target network's last copy.
         self._last_target_update = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="last_target_update"
@@ -153,6 +168,7 @@ class DQN(OffPolicy):
           The metrics named in `METRICS`, and the TD errors [N] (new priorities: |delta|).
         """
         cfg = self._cfg
+        self.optimizer.learning_rate.assign(self._learning_rate())
         target = self._targets(batch)  # [N]
         with tf.GradientTape() as tape:
             q = self._q_values(self.q, batch["observ"])  # [N, A]
@@ -180,13 +196,13 @@ class DQN(OffPolicy):
         Ape-X's actors give their transitions these as initial priorities (Horgan et al.
         2018, Algorithm 1, line 10).
         """
-        q = self._q_values(self.q, tf.cast(batch["observ"], tf.float32))  # [N, A]
+        q = self._q_values(self.q, batch["observ"])  # [N, A]
         q_taken = tf.gather(q, batch["action"], batch_dims=1)  # [N]
         return self._targets(batch) - q_taken
 
     def _targets(self, batch) -> tf.Tensor:
         """(Double-)DQN targets [N] of a batch of n-step transitions."""
-        next_observ = tf.cast(batch["next_observ"], tf.float32)
+        next_observ = batch["next_observ"]
         next_q_target = self._q_values(self.target_q, next_observ)  # [N, A]
         if self._cfg.double:
             next_q_online = self._q_values(self.q, next_observ)  # [N, A]
@@ -196,11 +212,9 @@ class DQN(OffPolicy):
         return utility.q_targets(batch["reward"], batch["discount"], next_q_target)
 
     def _q_values(self, network, observ):
-        """Q values [N, A] of observations [N, ...]."""
-        output = network(tf.cast(observ, tf.float32))  # [N, A] or [N, 1 + A]
-        if self._cfg.dueling:
-            return utility.dueling(output[:, :1], output[:, 1:])
-        return output
+        """Q values [N, A] of observations [N, ...], in the environment's dtype or the
+        buffer's: uint8 frames are scaled to [0, 1] in the network (`as_float`)."""
+        return network(tf.cast(observ, self._observ_dtype))  # [N, A]
 
     def _epsilon(self):
         cfg = self._cfg
@@ -212,6 +226,13 @@ class DQN(OffPolicy):
             cfg.exploration_final_eps,
         )
 
+    def _learning_rate(self) -> tf.Tensor:
+        """Adam's rate: `learning_rate`, constant or falling linearly to zero at
+        `train.total_steps` environment steps (`learning_rate_schedule`)."""
+        cfg = self._cfg
+        schedule = cfg.learning_rate_schedule
+        return learning_rate(cfg.learning_rate, schedule, self.env_steps, self._total_steps)
+
     def beta(self) -> tf.Tensor:
         """Prioritized replay's importance exponent, from `priority_beta` to 1 over the run."""
         progress = tf.minimum(tf.cast(self.env_steps, tf.float32) / float(self._total_steps), 1.0)
@@ -221,6 +242,7 @@ class DQN(OffPolicy):
         return {
             "epsilon": self._epsilon(),
             "beta": self.beta(),
+            "learning_rate": self._learning_rate(),
             "priority_max": self._max_priority(),
         }
 

@@ -1,10 +1,13 @@
 """DQN: its schedule of updates, target network, config checks, XLA, resume, and learning."""
 
+from types import SimpleNamespace
+
+import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.dqn import DQN
+from batchrl.algorithms.dqn import DQN, DuelingQNetwork
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs import make as make_tf_env
 from batchrl.runners import train
@@ -84,6 +87,21 @@ def test_the_target_network_waits_for_its_interval_or_follows_by_polyak():
     assert any(apart)  # Polyak averaging trails the online network.
 
 
+@pytest.mark.parametrize("schedule, rates", [("constant", [1e-3, 1e-3]), ("linear", [8e-4, 6e-4])])
+def test_the_learning_rate_is_constant_or_falls_linearly_to_zero(schedule, rates):
+    # 4 agents, total_steps 400: updates at 80 and 160 environment steps learn with
+    # 1e-3 * (1 - 80 / 400) and 1e-3 * (1 - 160 / 400) when linear.
+    overrides = ["dqn.train_freq=20", "dqn.gradient_steps=1", "dqn.learning_starts=16"]
+    overrides += ["train.total_steps=400", f"dqn.learning_rate_schedule={schedule}"]
+    overrides += ["dqn.learning_rate=1e-3"]
+    _, env, algo = cartpole(overrides)
+    for rate in rates:
+        run(env, algo, 20)
+        assert float(algo.optimizer.learning_rate) == pytest.approx(rate)
+        assert float(algo.summaries()["dqn/learning_rate"]) == pytest.approx(rate)
+    assert int(algo.updates) == 2
+
+
 def test_epsilon_falls_with_the_algorithms_own_steps():
     _, env, algo = cartpole(["dqn.exploration_fraction=0.5", "train.total_steps=400"])
     assert float(algo._epsilon()) == pytest.approx(1.0)
@@ -100,6 +118,7 @@ def test_epsilon_falls_with_the_algorithms_own_steps():
         ("dqn.checkpoint_replay=sometimes", "dqn.checkpoint_replay"),
         ("dqn.batch_size=200000", "dqn.batch_size"),
         ("dqn.observ_dtype=int8", "dqn.observ_dtype"),
+        ("dqn.learning_rate_schedule=cosine", "dqn.learning_rate_schedule"),
         # 8 environments, n_step 3: columns of 2 n + 2 = 8 slots need buffer_size 64.
         ("dqn.buffer_size=63", r"dqn.buffer_size=63 must be at least .* = 64 with dqn.compact"),
     ],
@@ -107,6 +126,135 @@ def test_epsilon_falls_with_the_algorithms_own_steps():
 def test_bad_values_are_refused_at_config_load(override, key):
     with pytest.raises(ConfigError, match=key):
         load_run_config("cartpole_dqn", ["dqn.n_step=3", "dqn.batch_size=8", override])
+
+
+@pytest.mark.parametrize("preset, section", [("cartpole_dqn", "dqn"), ("pendulum_sac", "sac")])
+def test_learning_starts_beyond_the_buffer_is_refused_at_config_load(preset, section):
+    overrides = [f"{section}.buffer_size=5000", f"{section}.learning_starts=5001"]
+    message = rf"{section}.learning_starts=5001 must be at most {section}.buffer_size=5000"
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(preset, overrides)
+    load_run_config(preset, [f"{section}.buffer_size=5000", f"{section}.learning_starts=5000"])
+
+
+def test_td3_refuses_learning_starts_beyond_the_buffer_too():
+    overrides = ["td3.buffer_size=5000", "td3.learning_starts=5001"]
+    with pytest.raises(ConfigError, match="td3.learning_starts=5001 must be at most"):
+        load_run_config("pendulum_td3", overrides)
+
+
+def test_the_train_script_exits_2_naming_learning_starts_and_the_buffer(tmp_path, capsys):
+    args = ["--config=cartpole_dqn", f"--logdir={tmp_path / 'run'}"]
+    args += ["--set", "dqn.learning_starts=200000"]
+    assert train_script.main(args) == 2
+    err = capsys.readouterr().err
+    assert "dqn.learning_starts=200000" in err and "dqn.buffer_size=100000" in err
+
+
+def test_learning_waits_for_learning_starts_above_half_the_buffer():
+    # Whole transitions (UniformReplay, exactly 1,000 slots), 4 agents: learning_starts 800
+    # is reached after 200 steps. (It was cut to half the buffer, 500, at 125 steps.)
+    overrides = ["dqn.compact_replay=false", "dqn.learning_starts=800", "dqn.train_freq=1"]
+    _, env, algo = cartpole([*overrides, "dqn.gradient_steps=1"])
+    run(env, algo, 199)
+    assert int(algo.replay.size()) == 796 and int(algo.updates) == 0
+    run(env, algo, 1)
+    assert int(algo.updates) == 1
+
+
+def test_learning_starts_as_large_as_the_buffer_starts_learning_once_it_is_full():
+    # StepReplay: 4 columns of 16 slots never hold 64 transitions (1 + n slots per column,
+    # and one per episode end, hold none), so learning starts once every column is full.
+    overrides = ["dqn.buffer_size=64", "dqn.learning_starts=64", "dqn.batch_size=8"]
+    _, env, algo = cartpole([*overrides, "dqn.train_freq=1", "dqn.gradient_steps=1"])
+    step = tf.function(lambda: simulate(env, algo, steps=1))
+    full = []
+    for _ in range(20):
+        step()
+        full.append(bool(algo._replay_full()))
+        assert int(algo.replay.size()) < 64
+        assert (int(algo.updates) > 0) == full[-1]
+    assert not full[0] and full[-1], full  # The last slots are in use within 20 steps.
+
+
+class FrameEnv(SimpleNamespace):
+    """What DQN reads of a batch environment, with uint8 frames [4] and 2 actions."""
+
+    observation_space = gym.spaces.Box(0, 255, (4,), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __len__(self):
+        return 4
+
+
+class Recorder(tf.Module):
+    """A layer that records the largest input it sees (its first call builds the layer)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        self.largest = tf.Variable(0.0, trainable=False)
+
+    def __call__(self, x):
+        self.largest.assign(tf.maximum(self.largest, tf.reduce_max(x)))
+        return self.layer(x)
+
+
+@pytest.mark.parametrize("observ_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("dueling", [False, True])
+def test_uint8_frames_reach_the_network_in_zero_one(observ_dtype, dueling):
+    """Frames of 255 reach the first layer as 1.0: acting, from replay whatever dtype the
+    buffer keeps them in, in the targets and in the TD errors Ape-X scores with."""
+    config = load_run_config(
+        "cartpole_dqn",
+        [
+            "dqn.buffer_size=64",
+            "dqn.batch_size=8",
+            "dqn.learning_starts=8",
+            f"dqn.observ_dtype={observ_dtype}",
+            f"dqn.dueling={str(dueling).lower()}",
+            "network.policy_layers=[8]",
+        ],
+    )
+    algo = DQN(FrameEnv(), config)
+    q = algo.q.value if dueling else algo.q
+    first = q.hidden[0] = Recorder(q.hidden[0])
+    frames = tf.fill([4, 4], tf.constant(255, tf.uint8))
+    action = algo.perform(tf.range(4), frames)
+    assert float(first.largest) == 1.0
+    first.largest.assign(0.0)
+    reward, done = tf.ones([4]), tf.zeros([4], tf.bool)
+    for _ in range(4):
+        algo.experience(tf.range(4), frames, action, reward, done, done, frames)
+    _, _, batch = algo.sample()
+    assert batch["observ"].dtype == tf.uint8
+    algo.gradient_step()
+    assert int(algo.updates) == 1 and float(first.largest) == 1.0
+    first.largest.assign(0.0)
+    algo.td_errors({**batch, "observ": tf.cast(batch["observ"], tf.float32)})
+    assert float(first.largest) == 1.0
+    np.testing.assert_array_equal(algo.act(frames), algo.act(tf.cast(frames, tf.float32)))
+
+
+def test_a_dueling_dqn_survives_a_checkpoint(tmp_path):
+    overrides = ["dqn.dueling=true", "dqn.train_freq=1", "dqn.learning_starts=16"]
+    _, env, algo = cartpole(overrides)
+    assert isinstance(algo.q, DuelingQNetwork)
+    run(env, algo, 16)
+    assert int(algo.updates) > 0
+    path = tf.train.Checkpoint(algo=algo).save(str(tmp_path / "ckpt"))
+    _, _, restored = cartpole(overrides, seed=1)
+    observ = tf.constant(np.random.default_rng(0).normal(size=(5, 4)), tf.float32)
+    assert not np.allclose(restored.q(observ), algo.q(observ))
+    tf.train.Checkpoint(algo=restored).restore(path).assert_existing_objects_matched()
+    for network in ("q", "target_q"):
+        saved, loaded = getattr(algo, network).variables, getattr(restored, network).variables
+        assert len(saved) == len(loaded) == 8  # Two streams of [16] and an output.
+        for a, b in zip(saved, loaded):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(
+            getattr(restored, network)(observ), getattr(algo, network)(observ)
+        )
 
 
 def test_continuous_actions_are_refused_at_construction():
@@ -149,7 +297,8 @@ def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
         "train.steps_per_call=64",
         "train.checkpoint_every=256",
         "train.eval_every=0",
-        "dqn.exploration_fraction=0",  # Epsilon and beta then do not depend on total_steps.
+        "dqn.exploration_fraction=0",  # Epsilon and beta then do not depend on total_steps,
+        "dqn.learning_rate_schedule=constant",  # nor the learning rate.
     ]
     whole = load_run_config("cartpole_dqn", [*overrides, "train.total_steps=1024"])
     train(whole, tmp_path / "whole", progress=quiet)
