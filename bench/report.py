@@ -103,7 +103,10 @@ def machine() -> dict:
         except Exception:
             pass
     commit = _git("rev-parse", "--short", "HEAD")
-    if _git("status", "--porcelain", "--untracked-files=no", "--", "batchrl", "bench"):
+    # bench/results is what the report writes: its changes are not changes to the code.
+    if _git(
+        "status", "--porcelain", "--untracked-files=no", "--", "batchrl", "bench", ":!bench/results"
+    ):
         commit += " (with uncommitted changes)"
     return {
         "cpu": model,
