@@ -72,11 +72,14 @@ def pytest_runtest_setup(item):
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow run only with --slow (or when -m names slow), those marked long
     only with --long (or when -m names long), and those marked fuzz only with --fuzz (or
-    when -m names fuzz). With pytest-xdist (-n N), the tests on the
-    session's Ray cluster (the `ray_cluster` fixture) all go to one worker, which starts
-    the cluster once."""
+    when -m names fuzz). The tests on the session's Ray cluster (the `ray_cluster`
+    fixture, directly or through another fixture) are slow: starting the two-node cluster
+    and its actors takes seconds a test, and with pytest-xdist (-n N) they all go to one
+    worker, which starts the cluster once, so in the default suite they would be its
+    longest serial path."""
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group("ray_cluster"))
     selected = config.getoption("-m") or ""
     for tier, how in TIERS.items():

@@ -70,6 +70,7 @@ class Item:
         self.skip = None
 
     def add_marker(self, marker):
+        self.keywords[marker.name] = True  # As pytest's Item.add_marker does.
         if marker.name == "skip":
             self.skip = marker.kwargs["reason"]
 
@@ -111,3 +112,17 @@ def test_slow_long_and_fuzz_tests_run_only_when_asked_for(request, args, skipped
     assert {tier: item.skip for tier, item in items.items()} == {
         tier: reasons.get(tier) if tier in skipped else None for tier in items
     }
+
+
+@pytest.mark.parametrize(
+    "args, skipped", [([], True), (["--slow"], False), (["-m", "slow"], False)]
+)
+def test_tests_on_the_ray_cluster_are_slow(request, args, skipped):
+    """A test on the session's Ray cluster, also through another fixture, is in the slow
+    tier, and goes to the one xdist worker that runs the cluster."""
+    conftest = suite_conftest(request)
+    item = Item()
+    item.fixturenames = ("apex", "ray_cluster", "tmp_path")
+    conftest.pytest_collection_modifyitems(Config(args), [item])
+    assert "slow" in item.keywords and "xdist_group" in item.keywords
+    assert (item.skip is not None) == skipped
