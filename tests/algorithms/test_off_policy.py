@@ -39,7 +39,7 @@ def config(total_steps: int, compact: bool):
             "dqn.discount=0.5",
             "dqn.buffer_size=64",
             "dqn.batch_size=4",
-            "dqn.learning_starts=1000",  # No learning: only what is stored matters here.
+            "dqn.learning_starts=64",  # No learning (20 steps): only what is stored matters.
             "dqn.checkpoint_replay=true",
             f"dqn.compact_replay={str(compact).lower()}",
             "train.steps_per_call=1",

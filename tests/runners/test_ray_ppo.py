@@ -108,9 +108,13 @@ def test_an_actor_that_gives_no_result_times_out_naming_it(ray_cluster):
             time.sleep(seconds)
             return seconds
 
-    actors = Actors(lambda index, restarts: Slow.remote(), max_restarts=0, timeout=3)
+    # The first answers wait for the workers to start, which import TensorFlow first
+    # (actors.RUNTIME_ENV): seconds on two busy cores. The 3 s timeout counts after that.
+    actors = Actors(lambda index, restarts: Slow.remote(), max_restarts=0, timeout=120)
     actors.start(2)
     try:
+        assert actors.gather(lambda index, handle: handle.work.remote(0), "quick work") == [0, 0]
+        actors.timeout = 3
         assert actors.gather(lambda index, handle: handle.work.remote(0), "quick work") == [0, 0]
         with pytest.raises(TimeoutError, match="from Ray actor 1 for 3 s .* waiting for slow work"):
             actors.gather(lambda index, handle: handle.work.remote(60 * index), "slow work")

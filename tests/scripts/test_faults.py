@@ -152,7 +152,7 @@ def test_a_signal_dropped_in_a_weakref_callback_still_stops_before_training(
     class Anything:
         pass
 
-    def load_and_drop_a_signal(*args):
+    def load_and_drop_a_signal(*args, **kwargs):
         thing = Anything()
         callback = weakref.ref(thing, lambda ref: signal.raise_signal(signum))
         del thing

@@ -109,8 +109,7 @@ def test_class_defined_in_main_without_rerunning_main(run_script):
     # The worker must unpickle the class by value and never run the script again.
     script = run_script(
         """
-        import cloudpickle
-import gymnasium as gym
+        import gymnasium as gym
         import numpy as np
         from batchrl.tools.external_process import ExternalProcess
 
