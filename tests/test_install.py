@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # Out of the default suite: 22 s on 2 busy cores (2026-12-06).
 def test_a_non_editable_install_trains_debug_from_another_folder(tmp_path):
     """The configs are package data: the installed package needs nothing from the repository."""
     wheels, site, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "batchrl"
 
 # Which folder of batchrl may import which, in the order data flows: environments in
@@ -191,6 +193,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow  # Out of the default suite: 36 s on 2 busy cores (2026-12-06).
 def test_every_module_and_its_public_names_import_first_in_a_fresh_interpreter():
     names = [name for name in module_names() if not name.endswith("__main__")]
     result = subprocess.run(

@@ -110,6 +110,7 @@ def test_uniform_sampling_draws_only_transitions_held_and_each_equally_often():
     assert chi2 < dof + 5 * np.sqrt(2 * dof), chi2
 
 
+@pytest.mark.slow  # Out of the default suite: 14 s on 2 busy cores (2026-12-06).
 def test_prioritized_sampling_follows_priorities_and_never_draws_empty_slots():
     alpha = 0.7
     replay = StepReplay(B * 20, OBSERV, ACTION, B, N, DISCOUNT, prioritized=True, alpha=alpha)
@@ -130,6 +131,7 @@ def test_prioritized_sampling_follows_priorities_and_never_draws_empty_slots():
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.slow  # Out of the default suite: 15 s on 2 busy cores (2026-12-06).
 def test_graph_and_xla_push_and_sample_the_same(prioritized):
     def run(jit):
         replay = StepReplay(B * 16, OBSERV, ACTION, B, N, DISCOUNT, prioritized, seed=5)
@@ -179,6 +181,7 @@ def test_sampling_an_empty_buffer_is_an_error_and_small_capacities_are_refused()
 
 
 @pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+@pytest.mark.slow  # Out of the default suite: 13 s on 2 busy cores (2026-12-06).
 def test_truncate_after_a_step_is_that_step_truncated(mode):
     # Agents 0 and 2 restart after step 9 without an episode end (a resume on Gymnasium's
     # environments); agent 1's step 9 terminated its episode anyway. Truncating all three

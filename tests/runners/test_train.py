@@ -17,6 +17,7 @@ def _train(logdir, steps):
     return messages
 
 
+@pytest.mark.slow  # Out of the default suite: 13 s on 2 busy cores (2026-12-06).
 def test_a_run_whose_checkpoints_were_deleted_says_that_it_starts_from_step_0(tmp_path):
     logdir = tmp_path / "run"
     assert not [text for text in _train(logdir, 32) if "step 0" in text]  # A new run.
@@ -35,6 +36,7 @@ def test_a_run_whose_checkpoints_were_deleted_says_that_it_starts_from_step_0(tm
 
 
 @pytest.mark.parametrize("eval_on_gymnasium", [False, True])
+@pytest.mark.slow  # Out of the default suite: 36 s on 2 busy cores (2026-12-06).
 def test_a_resumed_run_evaluates_as_the_uninterrupted_one(tmp_path, eval_on_gymnasium):
     """With environments in TensorFlow ops the weights are equal, and so the evaluations."""
     overrides = [

@@ -41,6 +41,7 @@ def differing_values(expected: dict, actual: dict, skip=()) -> list[str]:
     return [k for k in expected if k not in skip and not np.array_equal(expected[k], actual[k])]
 
 
+@pytest.mark.slow  # Out of the default suite: 21 s on 2 busy cores (2026-12-06).
 def test_sigterm_saves_a_checkpoint_that_matches_its_step_and_leaves_no_process(tmp_path):
     logdir = tmp_path / "run"
     code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=[], preset="debug")
@@ -229,6 +230,7 @@ def test_a_killed_save_leaves_no_temporary_folder_after_the_next_start(tmp_path)
     assert not temporary.exists()
 
 
+@pytest.mark.slow  # Out of the default suite: 12 s on 2 busy cores (2026-12-06).
 def test_resume_with_environments_in_tensorflow_ops_is_exact(tmp_path):
     """Stopped at 128 and resumed, a run equals the uninterrupted one at 256, bit for bit."""
     overrides = ["env.backend=tensorflow", "train.eval_every=0", "train.checkpoint_every=128"]
@@ -262,6 +264,7 @@ def test_a_run_of_batchrl_0_1_resumes(tmp_path):
     assert "ppo:" in (logdir / "config.yaml").read_text()  # Rewritten in sections.
 
 
+@pytest.mark.slow  # Out of the default suite: 17 s on 2 busy cores (2026-12-06).
 def test_a_dead_worker_in_synchronous_training_ends_with_one_message(tmp_path):
     """Exit 1 and one line that names the worker; the checkpoints so far are kept."""
     command = [

@@ -48,6 +48,7 @@ def train_debug(logdir, env):
 
 
 @pytest.mark.parametrize("level", [None, "3"], ids=["unset", "set_to_3"])
+@pytest.mark.slow  # Out of the default suite: 35 s on 2 busy cores (2026-12-06).
 def test_the_train_script_prints_no_tensorflow_log_line(tmp_path, level):
     """Also when the user set TF_CPP_MIN_LOG_LEVEL to quiet TensorFlow: no level hides the
     lines TensorFlow prints before its logging is set up."""
@@ -62,6 +63,7 @@ def test_the_train_script_prints_no_tensorflow_log_line(tmp_path, level):
     assert not noise, result.stderr
 
 
+@pytest.mark.slow  # Out of the default suite: 16 s on 2 busy cores (2026-12-06).
 def test_a_user_setting_shows_the_lines_again(tmp_path):
     """TF_CPP_MIN_LOG_LEVEL=0 set by the user: every line of TensorFlow's shows."""
     result = train_debug(tmp_path / "run", dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0"))

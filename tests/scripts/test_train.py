@@ -54,6 +54,7 @@ def quiet(*_, **__):
         ("CartPole-v1", "episodes"),
     ],
 )
+@pytest.mark.slow  # Out of the default suite: 26 s on 2 busy cores (2026-12-06).
 def test_debug_preset_trains_end_to_end(tmp_path, env_id, mode, event_tags):
     overrides = [f"env.id={env_id}", f"ppo.update_mode={mode}", "train.total_steps=448"]
     if env_id.startswith("batchrl/Mock"):
@@ -192,6 +193,7 @@ def wait_for_progress(process, count):
         ("debug_impala", ["runner.name=threads", "threads.num_actors=2"], 5),
     ],
 )
+@pytest.mark.slow  # Out of the default suite: 41 s on 2 busy cores (2026-12-06).
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, preset, extra, workers):
     logdir = tmp_path / "run"
     code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=extra, preset=preset)
@@ -217,6 +219,7 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_process(tmp_path, preset, extra
     assert not [pid for pid in children if psutil.pid_exists(pid)]
 
 
+@pytest.mark.slow  # Out of the default suite: 35 s on 2 busy cores (2026-12-06).
 def test_kill_9_never_leaves_an_unreadable_checkpoint(tmp_path):
     logdir = tmp_path / "run"
     for wait in (4, 9):
@@ -242,6 +245,7 @@ LOAD_EXPORTED = """
 """
 
 
+@pytest.mark.slow  # Out of the default suite: 18 s on 2 busy cores (2026-12-06).
 def test_exported_policy_runs_without_batchrl(tmp_path):
     config = load_run_config("debug")
     train(config, tmp_path / "run", progress=quiet)
@@ -270,6 +274,7 @@ def test_exported_policy_runs_without_batchrl(tmp_path):
     assert np.all(np.abs(actions) <= 2.0)
 
 
+@pytest.mark.slow  # Out of the default suite: 21 s on 2 busy cores (2026-12-06).
 def test_export_best_keeps_the_policy_of_the_best_evaluation(tmp_path, monkeypatch):
     returns = []  # The mean returns the evaluations report, in order.
 
@@ -324,6 +329,7 @@ def test_max_seconds_stops_after_the_call_that_passes_the_budget(tmp_path, monke
     assert (tmp_path / "policy" / "saved_model.pb").exists()  # and the export.
 
 
+@pytest.mark.slow  # Out of the default suite: 50 s on 2 busy cores (2026-12-06).
 def test_cartpole_learns(tmp_path):
     """The cartpole preset reaches a mean evaluation return of 400 on CartPole-v1 (16
     episodes) within 61,440 steps, in 2 of 3 seeds. Measured (2026-11-26, 7ef7ca1): seeds

@@ -76,6 +76,7 @@ def test_a_population_trains_on_gymnasium_environments(tmp_path):
     assert params.shape[0] == 3 and not np.array_equal(params[0], params[1])
 
 
+@pytest.mark.slow  # Out of the default suite: 16 s on 2 busy cores (2026-12-06).
 def test_a_sweep_trains_its_product_as_one_population(tmp_path, capfd):
     code = train_script.main(
         [

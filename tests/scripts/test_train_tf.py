@@ -26,6 +26,7 @@ def scalars(folder, tag):
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.slow  # Out of the default suite: 26 s on 2 busy cores (2026-12-06).
 def test_debug_preset_trains_on_a_tensorflow_environment(tmp_path, jit_compile):
     config = load_run_config(
         "debug",
@@ -106,6 +107,7 @@ def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
     assert sum(final >= -200 for final in finals) >= 4, finals  # ... and learns.
 
 
+@pytest.mark.slow  # Out of the default suite: 44 s on 2 busy cores (2026-12-06).
 def test_a_new_seed_loads_the_compiled_training_call_from_the_xla_cache(tmp_path):
     # Fresh processes, since TensorFlow reads TF_XLA_FLAGS once per process. The first run
     # compiles and writes the cache; a run of another seed finds the same program there

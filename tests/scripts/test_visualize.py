@@ -126,6 +126,7 @@ def reacher_run(tmp_path_factory):
         pytest.param("osmesa", marks=pytest.mark.needs_libraries(["OSMesa"], PACKAGES["osmesa"])),
     ],
 )
+@pytest.mark.slow  # Out of the default suite: 18 s on 2 busy cores (2026-12-06).
 def test_mujoco_renders_offscreen(reacher_run, tmp_path, capsys, environ, backend):
     """The default backend from a fresh command line; OSMesa through main()."""
     args = [f"--logdir={reacher_run}", f"--outdir={tmp_path}", "--episodes=1"]

@@ -45,6 +45,7 @@ def test_a_family_whose_package_is_missing_names_the_id_and_the_package(monkeypa
     assert "No module named 'no_such_package'" in message
 
 
+@pytest.mark.slow  # Out of the default suite: 12 s on 2 busy cores (2026-12-06).
 def test_routing_ids_register_through_the_registry_in_a_fresh_interpreter():
     code = (
         "import sys\n"

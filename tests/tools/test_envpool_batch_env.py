@@ -189,6 +189,7 @@ def test_seeds_resets_and_bad_calls():
 
 
 @needs_envpool
+@pytest.mark.slow  # Out of the default suite: 14 s on 2 busy cores (2026-12-06).
 def test_close_joins_envpools_threads():
     def threads():
         gc.collect()

@@ -65,6 +65,7 @@ def test_n_step_windows_reach_the_buffer_after_n_minus_one_steps():
     assert int(algo.replay.size()) == 4 * (5 - 2)
 
 
+@pytest.mark.slow  # Out of the default suite: 13 s on 2 busy cores (2026-12-06).
 def test_the_target_network_waits_for_its_interval_or_follows_by_polyak():
     _, env, algo = cartpole(
         ["dqn.train_freq=1", "dqn.learning_starts=16", "dqn.target_update_interval=1000000"]
@@ -264,6 +265,7 @@ def test_continuous_actions_are_refused_at_construction():
 
 
 @pytest.mark.parametrize("prioritized, compact", [(False, True), (True, True), (True, False)])
+@pytest.mark.slow  # Out of the default suite: 54 s on 2 busy cores (2026-12-06).
 def test_an_update_in_graph_mode_and_under_xla_gives_the_same_network(prioritized, compact):
     # The same experience in both (graph mode; the environments' resets draw other floats
     # under XLA), then one update of 4 gradient steps with each.
@@ -285,6 +287,7 @@ def test_an_update_in_graph_mode_and_under_xla_gives_the_same_network(prioritize
         np.testing.assert_allclose(graph, xla, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # Out of the default suite: 17 s on 2 busy cores (2026-12-06).
 def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
     overrides = [
         "env.backend=tensorflow",

@@ -239,6 +239,7 @@ def test_every_es_module_survives_a_checkpoint(small, tmp_path):
     np.testing.assert_array_equal(fresh.act(observ), algo.act(observ))
 
 
+@pytest.mark.slow  # Out of the default suite: 36 s on 2 busy cores (2026-12-06).
 def test_cartpole_es_learns_through_the_train_runner(tmp_path):
     """cartpole_es in graph mode: evaluation return >= 475 after 120,000 steps, in 2 of 3
     seeds.
@@ -276,6 +277,7 @@ def whole_and_half_runs():
     )
 
 
+@pytest.mark.slow  # Out of the default suite: 15 s on 2 busy cores (2026-12-06).
 def test_resume_continues_generations_exactly(tmp_path):
     """Stopped after a few generations and resumed, a run equals the uninterrupted one.
 

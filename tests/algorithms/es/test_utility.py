@@ -94,6 +94,7 @@ NOISE = (
 )
 
 
+@pytest.mark.slow  # Out of the default suite: 14 s on 2 busy cores (2026-12-06).
 def test_noise_is_the_same_in_two_processes_and_differs_between_members(tmp_path):
     path = str(tmp_path / "noise.npy")
     subprocess.run([sys.executable, "-c", NOISE.format(path=path)], check=True)

@@ -25,6 +25,7 @@ def quiet(*_, **__):
 
 
 @pytest.mark.parametrize("core", ["none", "lstm"])
+@pytest.mark.slow  # Out of the default suite: 12 s on 2 busy cores (2026-12-06).
 def test_frames_stay_uint8_through_the_batch_and_the_unroll(core):
     """Synchronous IMPALA (runner local) on two Pong games in this process; with an LSTM
     core of TorchBeast's 256 units on the Nature ConvNet too."""
@@ -99,6 +100,7 @@ def test_a_shared_body_is_one_torso_that_the_baseline_trains_too(torso):
     np.testing.assert_allclose(actor.policy(frames), output, rtol=1e-5)
 
 
+@pytest.mark.slow  # Out of the default suite: 16 s on 2 busy cores (2026-12-06).
 def test_a_short_atari_run_through_the_train_script(tmp_path, monkeypatch, no_new_children):
     """atari_impala cut down to 1,000 steps (4,000 frames) with one actor thread whose 2
     games run in worker processes; the learner's batches hold uint8 frames, the final

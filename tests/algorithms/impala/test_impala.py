@@ -57,6 +57,7 @@ def weights(algo):
     return [variable.numpy() for variable in algo.trainable_variables]
 
 
+@pytest.mark.slow  # Out of the default suite: 13 s on 2 busy cores (2026-12-06).
 def test_updates_exactly_every_unroll():
     env = mock_env()
     algo = IMPALA(env, impala_config(overrides=["impala.unroll_length=4"]))
@@ -206,6 +207,7 @@ def restored_state(logdir, config):
         ("Pendulum-v1", "tensorflow", True),
     ],
 )
+@pytest.mark.slow  # Out of the default suite: 19 s on 2 busy cores (2026-12-06).
 def test_debug_preset_trains_end_to_end(tmp_path, env_id, backend, jit, event_tags):
     overrides = [f"env.id={env_id}", f"env.backend={backend}", f"train.jit_compile={jit}"]
     config = impala_config("debug_impala", overrides + ["train.total_steps=448"])

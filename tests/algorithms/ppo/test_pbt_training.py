@@ -95,6 +95,7 @@ def test_a_finished_run_run_again_shows_and_exports_the_settings_pbt_changed(tmp
     assert metadata["eval_return"] == pytest.approx(before["eval_return"])
 
 
+@pytest.mark.slow  # Out of the default suite: 15 s on 2 busy cores (2026-12-06).
 def test_a_run_whose_checkpoint_predates_inherited_settings_resumes(tmp_path, monkeypatch):
     """Its checkpoint lacks the listed settings' variables: they start from the config's."""
     from batchrl.algorithms.ppo import population

@@ -170,6 +170,7 @@ def test_member_equals_single_run(preset, jit_compile):
     assert params_diff < TOLERANCE
 
 
+@pytest.mark.slow  # Out of the default suite: 36 s on 2 busy cores (2026-12-06).
 @pytest.mark.parametrize(
     "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
 )

@@ -69,6 +69,7 @@ def _collect_and_update(jit_compile, **kwargs):
         ("clip", "gru"),  # About 9 s: XLA compiles the GRU's update.
     ],
 )
+@pytest.mark.slow  # Out of the default suite: 31 s on 2 busy cores (2026-12-06).
 def test_compiled_update_matches_graph_update(objective, network):
     results = [
         _collect_and_update(jit, jit_update=False, objective=objective, network=network)
@@ -102,6 +103,7 @@ def test_compiled_rollout_of_the_deterministic_policy_matches_graph_rollout():
 @pytest.mark.parametrize(
     "outer_jit, network", [(False, "feedforward"), (True, "feedforward"), (False, "gru")]
 )
+@pytest.mark.slow  # Out of the default suite: 35 s on 2 busy cores (2026-12-06).
 def test_xla_minibatch_steps_match_graph_minibatch_steps(outer_jit, network):
     # Four minibatches, so a wrong slice of the shuffled rows would show. Each pair of runs
     # draws the same shuffle: both in graph mode or both under XLA. Inside a call that XLA

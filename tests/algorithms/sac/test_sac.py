@@ -209,6 +209,7 @@ def test_checkpoint_replay_false_leaves_the_buffer_out_of_checkpoints():
 
 
 @pytest.mark.parametrize("fixed_alpha", [False, True])
+@pytest.mark.slow  # Out of the default suite: 20 s on 2 busy cores (2026-12-06).
 def test_an_update_in_graph_mode_and_under_xla_gives_the_same_networks(fixed_alpha):
     # The same experience in both (graph mode; the environments' resets draw other floats
     # under XLA), then one update of 4 gradient steps with each.
@@ -229,6 +230,7 @@ def test_an_update_in_graph_mode_and_under_xla_gives_the_same_networks(fixed_alp
         np.testing.assert_allclose(graph, xla, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # Out of the default suite: 13 s on 2 busy cores (2026-12-06).
 def test_a_resumed_run_continues_exactly_with_the_buffer_checkpointed(tmp_path):
     overrides = [
         "env.backend=tensorflow",
