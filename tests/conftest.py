@@ -9,15 +9,22 @@ import tempfile
 
 import psutil
 import pytest
-import tensorflow as tf
+
+from batchrl.scripts.quiet import import_tensorflow
 
 # The XLA compilation cache of the runs the tests train (train.xla_cache) goes to a folder
-# of this session, not to ~/.cache; subprocesses inherit it.
+# of this session, not to ~/.cache; subprocesses inherit it. Set before TensorFlow finds
+# its devices, when XLA reads its flags.
 _XLA_CACHE = tempfile.mkdtemp(prefix="batchrl-test-xla-")
 atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
 os.environ["TF_XLA_FLAGS"] = (
     f"{os.environ.get('TF_XLA_FLAGS', '')} --tf_xla_persistent_cache_directory={_XLA_CACHE}"
 ).strip()
+
+# Without its C++ start-up lines, as the train script imports it: with pytest-xdist the
+# main process's lines would otherwise print after the summary (its output is captured
+# while the conftest loads and written out at the end).
+tf = import_tensorflow()
 
 
 # Tiers of the suite outside the default one, each with its option: `slow` (learning runs

@@ -8,10 +8,10 @@ from typing import Any
 from batchrl.config.config import Config, ConfigError
 
 # Why a list is refused for keys that every member must share, by section.
-_SHARED = {
-    "env": "it sets the environments' batch or episodes, which all members share",
-    "network": "it sets the shapes of the networks, which the members share (their "
-    "parameters are stacked as [N, D])",
+# Why a key of these sections cannot differ between members (a listed value or a sweep).
+SHARED_SECTIONS = {
+    "env": "the members share the environments' settings (the environments' batch and episodes)",
+    "network": "the members share the networks' shapes (their parameters are stacked as [N, D])",
     "train": "it belongs to the run, not to a member",
 }
 
@@ -84,8 +84,8 @@ def check_member_lists(
             )
         if dotted not in allowed:
             own = f"a member may have its own of: {', '.join(sorted(allowed))}"
-            if prefix in _SHARED:
-                why = _SHARED[prefix]
+            if prefix in SHARED_SECTIONS:
+                why = SHARED_SECTIONS[prefix]
             elif not member_keys:
                 why = f"algorithm {config.algorithm.name!r} trains no members with their own"
             elif prefix == section:

@@ -9,15 +9,10 @@ from typing import Any
 import ruamel.yaml
 
 from batchrl.config.config import ConfigError, yaml_parser
+from batchrl.config.members import SHARED_SECTIONS
 from batchrl.config.schema import check_value
 
 # Why a key of these sections cannot differ between the members of one population.
-_SHARED = {
-    "env": "the members share the environments' settings (batch size, episodes)",
-    "network": "every member is built from the one network section, so the members share "
-    "the networks' shapes (their parameters are stacked as [N, D])",
-    "train": "it belongs to the run, not to a member",
-}
 
 
 def parse_sweeps(sweeps: Iterable[str]) -> dict[str, list[Any]]:
@@ -132,8 +127,8 @@ def check_swept_keys(
         default = schema[prefix][name]
         shown = ",".join(_dump(value) for value in values)
         if len(values) > 1 and dotted != "train.seed" and dotted not in allowed:
-            if prefix in _SHARED:
-                why = _SHARED[prefix]
+            if prefix in SHARED_SECTIONS:
+                why = SHARED_SECTIONS[prefix]
             elif not member_keys:
                 why = f"algorithm {algorithm!r} trains no members with their own settings"
             elif prefix == section:

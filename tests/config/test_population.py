@@ -65,7 +65,7 @@ def test_listed_seeds():
         (["ppo.minibatches=[1, 2, 4]"], r"ppo.minibatches=.*shapes or loop counts"),
         (["ppo.rollout_length=[8, 8, 16]"], r"ppo.rollout_length=.*shapes or loop counts"),
         (["env.num_envs=[1, 2, 3]"], r"env.num_envs=.*environments' batch"),
-        (["network.recurrent_units=[8, 8, 8]"], r"network.recurrent_units=.*shapes of the net"),
+        (["network.recurrent_units=[8, 8, 8]"], r"network.recurrent_units=.*the networks. shapes"),
         (["network.policy_layers=[[8], [8], [8]]"], r"network.policy_layers\[0\]"),
         (["train.total_steps=[1, 2, 3]"], r"train.total_steps=.*belongs to the run"),
         (["train.seed=[1, 2, 3]"], r"train.seed=\[1, 2, 3\].*train.seeds"),

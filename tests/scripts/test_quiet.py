@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,19 @@ def test_a_user_setting_shows_the_lines_again(tmp_path):
     """TF_CPP_MIN_LOG_LEVEL=0 set by the user: every line of TensorFlow's shows."""
     result = train_debug(tmp_path / "run", dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0"))
     assert any(is_tensorflow_log_line(line) for line in result.stderr.splitlines())
+
+
+@pytest.mark.slow  # A pytest session of its own with two workers: about 15 s.
+def test_the_test_suite_prints_no_tensorflow_log_line_after_its_summary():
+    """With pytest-xdist, the main process's output while the conftest imports TensorFlow
+    is written out after the summary; the conftest imports it quietly."""
+    root = Path(__file__).parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+         "tests/test_conftest.py", "-k", "ray_cluster"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = (result.stdout + result.stderr).splitlines()
+    assert not [line for line in lines if is_tensorflow_log_line(line)], lines
