@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.sac import utility
-from batchrl.networks import MLP
+from batchrl.networks import MLP, as_float
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # The log std is clipped to these (SB3's).
 OUTPUT_GAIN = 0.01  # Initial means and log stds near 0: tanh(N(0, 1)) actions.
@@ -108,6 +108,6 @@ class TwinCritic(tf.Module):
 
 
 def flat(observ) -> tf.Tensor:
-    """Observations [N, ...] as float32 vectors [N, O]."""
-    observ = tf.cast(observ, tf.float32)
+    """Observations [N, ...] as float32 vectors [N, O]; uint8 frames scaled to [0, 1]."""
+    observ = as_float(observ)
     return tf.reshape(observ, [-1, int(np.prod(observ.shape[1:]))])

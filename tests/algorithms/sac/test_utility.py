@@ -173,3 +173,12 @@ def test_box_muller_of_a_random_stream_is_standard_normal_and_the_same_under_xla
     assert abs(graph.mean()) < 0.015 and abs(graph.std() - 1) < 0.01
     assert np.isfinite(graph).all()
     np.testing.assert_allclose(graph, xla, rtol=1e-5, atol=1e-5)
+
+
+def test_uint8_observations_reach_the_networks_scaled_to_zero_one():
+    from batchrl.algorithms.sac.networks import flat
+
+    frames = np.array([[[0, 51], [255, 102]]], np.uint8)  # [N=1, 2, 2]
+    np.testing.assert_allclose(flat(frames).numpy(), [[0.0, 0.2, 1.0, 0.4]], rtol=1e-6)
+    floats = np.array([[[0.5, 3.0]]], np.float32)  # Vectors are only reshaped.
+    np.testing.assert_allclose(flat(floats).numpy(), [[0.5, 3.0]])
