@@ -158,6 +158,12 @@ class RayTrainer(Trainer):
                 f"{apex.num_shards} shards fewer transitions than dqn.batch_size="
                 f"{dqn.batch_size}, the batch one shard samples."
             )
+        if dqn.learning_starts > apex.buffer_size:
+            raise ConfigError(
+                f"dqn.learning_starts={dqn.learning_starts} is more than apex.buffer_size="
+                f"{apex.buffer_size}: the shards never hold that many transitions, so "
+                "learning would never start. Valid: at most apex.buffer_size."
+            )
         if config.env.backend != "gymnasium" or config.train.jit_compile:
             raise ConfigError(
                 "runner.name='ray' steps Gymnasium environments in Ray actors for 'dqn': it "
