@@ -7,7 +7,8 @@ in TensorFlow ops; `networks/` the networks; `parts/` what learners build from
 loop, checkpoints, evaluation and export around an algorithm; `runners/` how a run's work
 is spread (local, threads, Ray); `config/` the configs and the registry, with the YAML
 presets in `configs/`; `testing/` fakes for tests; `scripts/` the command lines.
-`core.py` declares the interfaces they meet at.
+`core.py` declares the interfaces they meet at; `quiet.py` imports TensorFlow without
+its C++ start-up log lines, for every process's entry point (scripts, Ray workers).
 
 The names below load on first use, so that environment worker processes, which import
 `batchrl.tools.external_process`, never import TensorFlow.

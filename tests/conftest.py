@@ -10,7 +10,7 @@ import tempfile
 import psutil
 import pytest
 
-from batchrl.scripts.quiet import import_tensorflow
+from batchrl.quiet import import_tensorflow
 
 # The XLA compilation cache of the runs the tests train (train.xla_cache) goes to a folder
 # of this session, not to ~/.cache; subprocesses inherit it. Set before TensorFlow finds

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from batchrl.scripts.quiet import describe_devices, import_tensorflow
+from batchrl.quiet import describe_devices, import_tensorflow
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from batchrl.scripts.quiet import import_tensorflow
+from batchrl.quiet import import_tensorflow
 
 tf = import_tensorflow()  # Before anything imports TensorFlow, to hide its C++ log lines.
 

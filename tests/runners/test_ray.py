@@ -17,8 +17,8 @@ from batchrl.algorithms import IMPALA
 from batchrl.algorithms.es import ES, GenerationTrainer
 from batchrl.config import ConfigError, load_run_config
 from batchrl.core import BehaviourPolicy
+from batchrl.quiet import is_tensorflow_log_line
 from batchrl.runners import train
-from batchrl.scripts.quiet import is_tensorflow_log_line
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
 from tests.algorithms.es.test_es import SMALL, FixedStartCartPole

@@ -67,7 +67,9 @@ def test_dqn_on_ray_is_accepted_and_sac_refused_with_its_reason():
         load_run_config("pendulum_sac", ["runner.name=ray"])
     with pytest.raises(ConfigError, match="apex.num_shards"):
         small_config(["apex.num_shards=0"])
-    with pytest.raises(ConfigError, match=r"dqn.learning_starts=5000 is more than apex.buffer_size"):
+    with pytest.raises(
+        ConfigError, match=r"dqn.learning_starts=5000 is more than apex.buffer_size"
+    ):
         small_config(["dqn.learning_starts=5000"])
     with pytest.raises(ConfigError, match="only algorithm.name=dqn with runner.name=ray"):
         load_run_config("cartpole_dqn", ["apex.num_shards=3"])

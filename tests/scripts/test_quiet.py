@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchrl.scripts.quiet import is_tensorflow_log_line
+from batchrl.quiet import is_tensorflow_log_line
 
 # Lines TensorFlow 2.21 printed on import on a machine without a GPU.
 NOISE = [

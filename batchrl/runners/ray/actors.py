@@ -23,7 +23,7 @@ _WAIT_INTERVAL = 1.0
 # The job's runtime environment: each worker imports TensorFlow at start without its C++
 # start-up lines, as the train script does, so they do not reach the driver's terminal
 # once per worker (`(pid=...) I0000 ... cudart_stub.cc`).
-RUNTIME_ENV = {"worker_process_setup_hook": "batchrl.scripts.quiet.quiet_worker"}
+RUNTIME_ENV = {"worker_process_setup_hook": "batchrl.quiet.quiet_worker"}
 
 
 def connect(cfg, cpus_needed: float) -> bool:

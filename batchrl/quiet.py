@@ -1,4 +1,4 @@
-"""TensorFlow imported without its C++ start-up log lines, for the entry points.
+"""TensorFlow imported without its C++ start-up log lines, for every process's entry point.
 
 Importing TensorFlow 2.21 on a machine without a GPU prints lines such as
 
