@@ -183,7 +183,8 @@ class MemberLogs:
         ]
 
     def table(self, returns: bool = True) -> str:
-        """A line for each member: its seed, own settings and (`returns`) latest returns."""
+        """A line for each member: its seed, own settings and (`returns`) latest returns,
+        '-' for a return this process has not seen (a finished run run again)."""
         keys = list(self.settings[0]) if self.settings else []
         widths = {key: max(len(key), 10) for key in keys}
         header = f"{'member':>6}  {'seed':>10}"
@@ -195,6 +196,11 @@ class MemberLogs:
             line = f"{row['member']:>6}  {row['seed']:>10}"
             line += "".join(f"  {row[key]:>{widths[key]}.4g}" for key in keys)
             if returns:
-                line += f"  {row['train_return']:>12.1f}  {row['eval_return']:>11.1f}"
+                line += f"  {_seen(row['train_return']):>12}  {_seen(row['eval_return']):>11}"
             lines.append(line)
         return "\n".join(lines)
+
+
+def _seen(value: float) -> str:
+    """A return to one decimal, or '-' if there is none (NaN)."""
+    return f"{value:.1f}" if math.isfinite(value) else "-"

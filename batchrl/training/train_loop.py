@@ -312,6 +312,8 @@ def _export_members(population, observation_space, logdir: Path, logs: MemberLog
     by = f"final evaluation {row['eval_return']:.1f}"
     if not math.isfinite(row["eval_return"]):
         by = f"no evaluation; latest training return {row['train_return']:.1f}"
+        if not math.isfinite(row["train_return"]):
+            by = "no return seen by this process; the checkpoint's parameters"
     progress(
         f"Member {best} is the best ({by}): exported to {logdir / 'policy'}; every "
         f"member's policy is in {logdir / 'policies'}.",

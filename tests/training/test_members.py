@@ -74,4 +74,5 @@ def test_best_member_and_table(tmp_path):
         "return",
     ]
     assert lines[1].split() == ["0", "4", "0.001", "1.0", "5.0"]
+    assert lines[2].split() == ["1", "9", "0.0003", "2.0", "-"]  # No evaluation seen.
     assert logs.table(returns=False).splitlines()[2].split() == ["1", "9", "0.0003"]
