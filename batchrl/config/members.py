@@ -7,7 +7,6 @@ from typing import Any
 
 from batchrl.config.config import Config, ConfigError
 
-# Why a list is refused for keys that every member must share, by section.
 # Why a key of these sections cannot differ between members (a listed value or a sweep).
 SHARED_SECTIONS = {
     "env": "the members share the environments' settings (the environments' batch and episodes)",
@@ -52,6 +51,26 @@ def member_settings(config: Config, section: str) -> list[dict[str, Any]]:
     return rows
 
 
+def why_members_share(
+    dotted: str, algorithm: str, section: str, member_keys: Sequence[str]
+) -> str | None:
+    """Why the members of one population cannot differ in `dotted`, or None if they may.
+
+    They may differ in `train.seed` and in the algorithm's `member_keys` (keys of its
+    `section`); in nothing else.
+    """
+    prefix, _, name = dotted.partition(".")
+    if dotted == "train.seed" or (prefix == section and name in member_keys):
+        return None
+    if prefix in SHARED_SECTIONS:
+        return SHARED_SECTIONS[prefix]
+    if not member_keys:
+        return f"algorithm {algorithm!r} trains no members with their own settings"
+    if prefix == section:
+        return "it sets shapes or loop counts that the members share (they run as one batch)"
+    return "it is not a member's setting"
+
+
 def check_member_lists(
     config: Config, scalar_keys: Iterable[str], section: str, member_keys: Sequence[str]
 ) -> None:
@@ -76,25 +95,16 @@ def check_member_lists(
         if not isinstance(value, tuple):
             continue
         shown = list(value)
-        prefix, _, name = dotted.partition(".")
         if dotted == "train.seed":
             raise ConfigError(
                 f"train.seed={shown} is a list; list the members' seeds in train.seeds "
                 "instead (train.seed is the run's)."
             )
-        if dotted not in allowed:
-            own = f"a member may have its own of: {', '.join(sorted(allowed))}"
-            if prefix in SHARED_SECTIONS:
-                why = SHARED_SECTIONS[prefix]
-            elif not member_keys:
-                why = f"algorithm {config.algorithm.name!r} trains no members with their own"
-            elif prefix == section:
-                why = "it sets shapes or loop counts that the members share (they run as "
-                why += f"one batch); {own}"
-            else:
-                why = f"it is not a member's setting; {own}"
+        why = why_members_share(dotted, config.algorithm.name, section, member_keys)
+        if why:
             raise ConfigError(
-                f"{dotted}={shown}: a list gives each member its own value, but {why}."
+                f"{dotted}={shown}: a list gives each member its own value, but {why}; "
+                f"a member may have its own of: {', '.join(sorted(allowed))}."
             )
         if population == 1 or len(value) != population:
             raise ConfigError(

@@ -9,10 +9,8 @@ from typing import Any
 import ruamel.yaml
 
 from batchrl.config.config import ConfigError, yaml_parser
-from batchrl.config.members import SHARED_SECTIONS
+from batchrl.config.members import why_members_share
 from batchrl.config.schema import check_value
-
-# Why a key of these sections cannot differ between the members of one population.
 
 
 def parse_sweeps(sweeps: Iterable[str]) -> dict[str, list[Any]]:
@@ -126,15 +124,8 @@ def check_swept_keys(
             continue
         default = schema[prefix][name]
         shown = ",".join(_dump(value) for value in values)
-        if len(values) > 1 and dotted != "train.seed" and dotted not in allowed:
-            if prefix in SHARED_SECTIONS:
-                why = SHARED_SECTIONS[prefix]
-            elif not member_keys:
-                why = f"algorithm {algorithm!r} trains no members with their own settings"
-            elif prefix == section:
-                why = "it is not one of the settings a member may have on its own"
-            else:
-                why = "it is not a member's setting"
+        why = why_members_share(dotted, algorithm, section, member_keys)
+        if len(values) > 1 and why:
             own = ", ".join(["train.seed", *sorted(allowed)])
             raise ConfigError(
                 f"--sweep {dotted}={shown}: a sweep trains one population whose members "
