@@ -15,13 +15,14 @@ from batchrl.networks.factory import (
     make_shared_body_network,
     make_torso,
 )
-from batchrl.networks.heads import PolicyHead
+from batchrl.networks.heads import PolicyHead, StateDependentNoiseHead
 from batchrl.networks.mlp import (
     ACTIVATIONS,
     MLP,
     Conv2D,
     Linear,
     SharedBodyNetwork,
+    WithFeatures,
     as_float,
     batch_apply,
 )
@@ -32,6 +33,7 @@ from batchrl.networks.recurrent import CoreNetwork, GRUCell, LSTMCell, Recurrent
 __all__ = [
     "ACTIVATIONS",
     "MLP",
+    "WithFeatures",
     "Conv2D",
     "CoreNetwork",
     "GRUCell",
@@ -40,6 +42,7 @@ __all__ = [
     "Linear",
     "NatureConvNet",
     "PolicyHead",
+    "StateDependentNoiseHead",
     "RecurrentNetwork",
     "SharedBodyNetwork",
     "as_float",

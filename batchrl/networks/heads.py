@@ -77,3 +77,79 @@ class PolicyHead(tf.Module):
     def sample_spec(self) -> tuple[tuple[int, ...], tf.DType]:
         """The shape and dtype of one sample of the distribution."""
         return ((), tf.int32) if self._discrete else ((self.size,), tf.float32)
+
+
+class StateDependentNoiseHead(PolicyHead):
+    """A Gaussian policy with generalized state-dependent exploration (gSDE).
+
+    Raffin, Kober and Stulp, "Smooth Exploration for Robotic Reinforcement Learning"
+    (CoRL 2021, https://arxiv.org/abs/2005.05719), as Stable-Baselines3's
+    `StateDependentNoiseDistribution` (full_std, learn_features false) implements it.
+    The network's output [N, A + L] is the mean mu(s) [N, A] and the policy's latent
+    features z(s) [N, L] (its last hidden layer). Exploration adds z(s) theta, where
+    theta [L, A] ~ N(0, sigma^2) element-wise is drawn (`draw_noise`) once every few steps
+    and held in between, so that the noise changes smoothly with the state; sigma =
+    exp(log_std) [L, A] is learned. Given s and a fresh theta, an action is distributed as
+
+        N(mu(s), diag(z(s)^2 sigma^2 + 1e-6))          (SB3 adds the 1e-6 too)
+
+    which is the distribution `__call__` returns, for log-probabilities, entropy and KL.
+    The features z(s) enter the variance with their gradient stopped (SB3's
+    learn_features false): the variance trains sigma alone.
+    """
+
+    EPSILON = 1e-6  # Added to the variance, as SB3's.
+
+    def __init__(
+        self,
+        action_space: gym.Space,
+        latent_size: int,
+        squash_mean: bool = False,
+        init_log_std: float = 0.0,
+        name: str | None = None,
+    ):
+        if not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(
+                f"gSDE explores in continuous actions; got {action_space!r}, valid: a "
+                "gymnasium.spaces.Box."
+            )
+        super().__init__(action_space, squash_mean, init_log_std, name=name)
+        self.action_size = self.size
+        self.latent_size = int(latent_size)
+        self.size = self.action_size + self.latent_size  # The network's output.
+        self.log_std = tf.Variable(
+            tf.fill([self.latent_size, self.action_size], float(init_log_std)), name="log_std"
+        )
+
+    def __call__(self, output, log_std=None):
+        """The distribution N(mu(s), diag(z(s)^2 sigma^2 + 1e-6)) for `output` [N, A + L].
+
+        Args:
+          output: the mean and the latent features [N, A + L].
+          log_std: log sigma [L, A] to use instead of the current one (the acting one).
+        """
+        mean, latent = self._split(output)
+        log_std = self.log_std if log_std is None else log_std
+        variance = tf.matmul(tf.square(latent), tf.exp(2.0 * log_std))  # [N, A]
+        scale = tf.sqrt(variance + self.EPSILON)
+        return tfd.Independent(tfd.Normal(mean, scale), reinterpreted_batch_ndims=1)
+
+    def draw_noise(self, count, seed) -> tf.Tensor:
+        """Exploration matrices theta [count, L, A] ~ N(0, sigma^2), one per environment."""
+        shape = tf.stack([count, self.latent_size, self.action_size])
+        return tf.random.stateless_normal(shape, seed) * tf.exp(self.log_std)
+
+    def explore(self, output, noise) -> tf.Tensor:
+        """The exploring sample mu(s) + z(s) theta [N, A] for matrices `noise` [N, L, A]."""
+        mean, latent = self._split(output)
+        return mean + tf.einsum("nl,nla->na", latent, noise)
+
+    def sample_spec(self) -> tuple[tuple[int, ...], tf.DType]:
+        return ((self.action_size,), tf.float32)
+
+    def _split(self, output):
+        """The mean [N, A] (squashed if asked) and the features, gradient stopped [N, L]."""
+        mean = output[:, : self.action_size]
+        if self._squash:
+            mean = self._center + self._scale * tf.tanh(mean)
+        return mean, tf.stop_gradient(output[:, self.action_size :])

@@ -110,6 +110,11 @@ class MLP(tf.Module):
 
     @tf.Module.with_name_scope
     def __call__(self, x):
+        x = self.features(x)
+        return x if self.output is None else self.output(x)
+
+    def features(self, x):
+        """The last hidden layer's activations [N, L] (the input, flattened, if none)."""
         x = as_float(x)
         if self.torso is not None:
             x = self.torso(x)  # [N, features]
@@ -123,7 +128,23 @@ class MLP(tf.Module):
             x = tf.reshape(x, [-1, int(np.prod(x.shape[1:]))])  # [N, H * W * C]
         for layer in self.hidden:
             x = self._activation(layer(x))
-        return x if self.output is None else self.output(x)
+        return x
+
+
+class WithFeatures(tf.Module):
+    """An `MLP` whose output is its output layer's beside its last hidden layer's,
+    [N, D + L], for a head that reads the policy's features too (gSDE's
+    `StateDependentNoiseHead`)."""
+
+    def __init__(self, mlp: MLP, name: str | None = None):
+        super().__init__(name=name)
+        if mlp.output is None or not mlp.hidden:
+            raise ValueError("WithFeatures needs an MLP with hidden layers and an output layer.")
+        self.mlp = mlp
+
+    def __call__(self, x):
+        features = self.mlp.features(x)  # [N, L]
+        return tf.concat([self.mlp.output(features), features], axis=-1)  # [N, D + L]
 
 
 class SharedBodyNetwork(tf.Module):

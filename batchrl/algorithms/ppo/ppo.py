@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import utility
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.run_config import check_range
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
-from batchrl.networks import MLP, PolicyHead, is_recurrent, make_network
+from batchrl.networks import (
+    MLP,
+    PolicyHead,
+    StateDependentNoiseHead,
+    WithFeatures,
+    is_recurrent,
+    make_network,
+)
 from batchrl.networks.factory import check_graph_config
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
@@ -129,8 +137,23 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
                 "entropy_coef": (lambda x: x >= 0, ">= 0"),
                 "observ_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
                 "reward_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
+                "gsde_every": (lambda x: x >= 1, ">= 1 (batched steps)"),
             },
         )
+        if cfg.gsde:
+            network = config.network
+            if network.name != "feedforward" or not network.policy_layers:
+                raise ConfigError(
+                    f"ppo.gsde=true explores with the policy's last hidden layer, which needs "
+                    f"network.name='feedforward' with policy_layers, got network.name="
+                    f"{network.name!r}, policy_layers={list(network.policy_layers)}."
+                )
+            if config.train.population > 1:
+                raise ConfigError(
+                    f"ppo.gsde=true trains a single agent; train.population="
+                    f"{config.train.population} is not supported with it (set ppo.gsde=false "
+                    "or train.population=1)."
+                )
         if is_recurrent(config.network) and cfg.update_mode != "steps":
             raise ConfigError(
                 f"network.name={config.network.name!r} needs ppo.update_mode='steps'; "
@@ -210,9 +233,20 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         # The names checkpoints of batchrl 0.1 gave them, so that those restore too.
         self.reward_normalizer = self.reward_scaler.normalizer
         self._discounted_return = self.reward_scaler.discounted_return
+        if cfg.gsde and not isinstance(batch_env.action_space, gym.spaces.Box):
+            raise ConfigError(
+                f"ppo.gsde=true explores in continuous actions, but {config.env.id} has "
+                f"{batch_env.action_space}: set ppo.gsde=false."
+            )
         self.head, self.policy, self.value = make_networks(
-            network, batch_env, config.env.get("topologies", ())
+            network, batch_env, config.env.get("topologies", ()), gsde=cfg.gsde
         )
+        if cfg.gsde:
+            # gSDE's exploration matrices theta [B, L, A] of each environment, drawn every
+            # `gsde_every` of its steps (a count of them), held in between.
+            head = self.head
+            self._noise = _zeros([self._batch_size, head.latent_size, head.action_size])
+            self._noise_age = _zeros([self._batch_size], tf.int32)
         if self.recurrent:
             # Each agent's policy state, and the states the rollout started from.
             self._state = _zeros([self._batch_size, self.policy.state_size])
@@ -282,10 +316,28 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             self._state.scatter_nd_update(rows, state)
         else:
             output = self.policy(observ)  # [K, size]
-        sample = tf.cast(self.head(output).sample(seed=self._seed()), self._sample_dtype)
+        if self._cfg.gsde:
+            sample = self._explore(agent_indices, output)
+        else:
+            sample = tf.cast(self.head(output).sample(seed=self._seed()), self._sample_dtype)
         self._last_sample.scatter_nd_update(rows, sample)
         self._last_output.scatter_nd_update(rows, output)
         return self.head.to_env_action(sample)
+
+    def _explore(self, agent_indices, output):
+        """gSDE's samples mu(s) + z(s) theta [K, A]. An environment draws its theta anew
+        at its first step, after acting `ppo.gsde_every` times with the one it holds, and
+        (update_mode steps) at the start of each rollout, as SB3 does."""
+        rows = agent_indices[:, None]
+        age = tf.gather(self._noise_age, agent_indices)  # [K] steps acted with its theta
+        redraw = tf.logical_or(tf.equal(age, 0), age >= self._cfg.gsde_every)  # [K]
+        if self._cfg.update_mode == "steps":
+            redraw = tf.logical_or(redraw, tf.equal(self.rollout.step, 0))
+        fresh = self.head.draw_noise(tf.size(agent_indices), self._seed())  # [K, L, A]
+        noise = tf.where(redraw[:, None, None], fresh, tf.gather(self._noise, agent_indices))
+        self._noise.scatter_nd_update(rows, noise)
+        self._noise_age.scatter_nd_update(rows, tf.where(redraw, 1, age + 1))
+        return self.head.explore(output, noise)
 
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
@@ -638,7 +690,7 @@ def minibatch_loss(
 
 
 def make_networks(
-    network, batch_env, topologies: Sequence[str] = ()
+    network, batch_env, topologies: Sequence[str] = (), gsde: bool = False
 ) -> tuple[PolicyHead, tf.Module, tf.Module]:
     """PPO's policy head, policy network and value network, their variables created.
 
@@ -649,11 +701,22 @@ def make_networks(
       network: the `network` section of a config.
       batch_env: the environments, for their observation and action spaces.
       topologies: `env.topologies`, a mixed batch's, which graph networks read.
+      gsde: a policy with gSDE's head (`StateDependentNoiseHead`), whose network's output
+        is the mean and its last hidden layer (a feedforward network).
     """
-    head = PolicyHead(batch_env.action_space, network.squash_mean, network.init_log_std)
-    policy = make_network(
-        network, network.policy_layers, head.size, 0.01, "policy", topologies=topologies
-    )
+    space = batch_env.action_space
+    if gsde:
+        head = StateDependentNoiseHead(
+            space, network.policy_layers[-1], network.squash_mean, network.init_log_std
+        )
+        policy = WithFeatures(
+            make_network(network, network.policy_layers, head.action_size, 0.01, "policy")
+        )
+    else:
+        head = PolicyHead(space, network.squash_mean, network.init_log_std)
+        policy = make_network(
+            network, network.policy_layers, head.size, 0.01, "policy", topologies=topologies
+        )
     if is_recurrent(network):
         value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
     else:  # An MLP for feedforward; the critic graph network for graph.

@@ -1,0 +1,82 @@
+"""PPO with gSDE (ppo.gsde): when each environment draws its exploration matrix, what it
+samples, the checks at load and construction, and learning on Pendulum over seeds."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchrl import envs
+from batchrl.algorithms import PPO
+from batchrl.config import ConfigError, load_run_config
+from batchrl.tools.simulate import simulate
+
+
+def gsde_ppo(overrides=(), num_envs=3):
+    tf.keras.utils.set_random_seed(0)
+    config = load_run_config(
+        "pendulum_tf",
+        [
+            f"env.num_envs={num_envs}",
+            "ppo.gsde=true",
+            "ppo.gsde_every=3",
+            "ppo.rollout_length=8",
+            "train.steps_per_call=8",
+            "ppo.epochs=1",
+            "ppo.minibatches=1",
+            "network.policy_layers=[16, 5]",
+            "network.value_layers=[16]",
+            *overrides,
+        ],
+    )
+    env = envs.make("Pendulum-v1", num_envs, seed=1)
+    return env, PPO(env, config, seed=0)
+
+
+def test_each_environment_draws_every_gsde_every_steps_and_at_each_rollout_start():
+    env, algo = gsde_ppo()
+    step = tf.function(lambda: simulate(env, algo, steps=1))
+    drawn = []
+    previous = algo._noise.numpy()  # [3, L=5, A=1], zeros before the first step.
+    for t in range(20):
+        step()
+        noise = algo._noise.numpy()
+        changed = np.any(noise != previous, axis=(1, 2))  # [3]
+        assert changed.all() or not changed.any(), (t, changed)  # All environments alike.
+        if changed.all():
+            drawn.append(t)
+        previous = noise
+        # The sample that acted is the mean plus the features times the held matrix.
+        np.testing.assert_allclose(
+            algo._last_sample.numpy(),
+            algo.head.explore(algo._last_output, algo._noise).numpy(),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+    # Every 3 steps, and anew at steps 8 and 16, where rollouts of 8 start.
+    assert drawn == [0, 3, 6, 8, 11, 14, 16, 19]
+
+
+def test_log_std_is_a_matrix_of_the_last_hidden_layer_by_the_actions():
+    _, algo = gsde_ppo()
+    assert algo.head.log_std.shape == (5, 1)
+    assert algo.head.size == 1 + 5
+    assert algo._last_output.shape == (3, 6)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["train.population=2"], r"ppo.gsde=true trains a single agent; train.population=2"),
+        (["network.name=gru"], r"needs network.name='feedforward'.*got network.name='gru'"),
+        (["ppo.gsde_every=0"], r"ppo.gsde_every"),
+    ],
+)
+def test_settings_gsde_cannot_train_with_are_refused_at_load(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config("pendulum_tf", ["ppo.gsde=true", *overrides])
+
+
+def test_discrete_actions_are_refused_at_construction():
+    config = load_run_config("cartpole_tf", ["ppo.gsde=true", "env.num_envs=2"])
+    with pytest.raises(ConfigError, match=r"ppo.gsde=true explores in continuous actions.*"):
+        PPO(envs.make("CartPole-v1", 2, seed=0), config)
