@@ -328,13 +328,14 @@ def run_batchrl(task: Task, method: str, seed: int, args) -> dict:
     `method` is a config name, optionally with overrides after colons:
     `pendulum_tf:train.jit_compile=false`.
     """
-    from batchrl.quiet import import_tensorflow
+    from batchrl.quiet import describe_devices, import_tensorflow
 
     # As the train script: TensorFlow's devices, which read XLA's flags, are set up after.
     tf = import_tensorflow(init_devices=False)
     from batchrl.runners.train import use_xla_cache
 
     use_xla_cache(args.xla_cache)
+    describe_devices()
     from batchrl.config import load_run_config
     from batchrl.runners import LocalTrainer, make_algorithm
     from batchrl.tools.environments import make_batch_env

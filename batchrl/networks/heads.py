@@ -125,8 +125,10 @@ class StateDependentNoiseHead(PolicyHead):
         """The distribution N(mu(s), diag(z(s)^2 sigma^2 + 1e-6)) for `output` [N, A + L].
 
         Args:
-          output: the mean and the latent features [N, A + L].
-          log_std: log sigma [L, A] to use instead of the current one (the acting one).
+          output: the mean and the latent features [N, A + L], or [M, N, A + L] for M
+            members.
+          log_std: log sigma [L, A] (or [M, L, A], each member's) to use instead of the
+            current one, e.g. the acting one.
         """
         mean, latent = self._split(output)
         log_std = self.log_std if log_std is None else log_std
@@ -134,22 +136,25 @@ class StateDependentNoiseHead(PolicyHead):
         scale = tf.sqrt(variance + self.EPSILON)
         return tfd.Independent(tfd.Normal(mean, scale), reinterpreted_batch_ndims=1)
 
-    def draw_noise(self, count, seed) -> tf.Tensor:
-        """Exploration matrices theta [count, L, A] ~ N(0, sigma^2), one per environment."""
+    def draw_noise(self, count, seed, log_std=None) -> tf.Tensor:
+        """Exploration matrices theta [count, L, A] ~ N(0, sigma^2), one per environment,
+        with log sigma `log_std` [L, A] (default: the head's)."""
+        log_std = self.log_std if log_std is None else log_std
         shape = tf.stack([count, self.latent_size, self.action_size])
-        return tf.random.stateless_normal(shape, seed) * tf.exp(self.log_std)
+        return tf.random.stateless_normal(shape, seed) * tf.exp(log_std)
 
     def explore(self, output, noise) -> tf.Tensor:
-        """The exploring sample mu(s) + z(s) theta [N, A] for matrices `noise` [N, L, A]."""
+        """The exploring sample mu(s) + z(s) theta [..., A] for outputs [..., A + L] and
+        matrices `noise` [..., L, A], one per row."""
         mean, latent = self._split(output)
-        return mean + tf.einsum("nl,nla->na", latent, noise)
+        return mean + tf.einsum("...l,...la->...a", latent, noise)
 
     def sample_spec(self) -> tuple[tuple[int, ...], tf.DType]:
         return ((self.action_size,), tf.float32)
 
     def _split(self, output):
         """The mean [N, A] (squashed if asked) and the features, gradient stopped [N, L]."""
-        mean = output[:, : self.action_size]
+        mean = output[..., : self.action_size]
         if self._squash:
             mean = self._center + self._scale * tf.tanh(mean)
-        return mean, tf.stop_gradient(output[:, self.action_size :])
+        return mean, tf.stop_gradient(output[..., self.action_size :])

@@ -57,7 +57,11 @@ class PopulationMLP(PopulationNetwork):
         output_size: int,
         activation: str = "tanh",
         output_gain: float = 0.01,
+        features: bool = False,
     ):
+        """`features`: `apply` gives the last hidden layer beside the output, [..., D + L],
+        as `batchrl.networks.WithFeatures` does (gSDE)."""
+        self._features = features
         if activation not in ACTIVATIONS:
             raise ValueError(
                 f"Unknown activation {activation!r}; valid choices are {sorted(ACTIVATIONS)}."
@@ -90,6 +94,7 @@ class PopulationMLP(PopulationNetwork):
         Raises:
           ValueError: `mlp` has convolutions, is not built, or its sizes differ.
         """
+        mlp = getattr(mlp, "mlp", mlp)  # A `WithFeatures`' MLP.
         layers = [*mlp.hidden, mlp.output]
         shapes = [tuple(layer.w.shape) if layer.w is not None else None for layer in layers]
         if mlp.conv or shapes != self.shapes:
@@ -110,10 +115,11 @@ class PopulationMLP(PopulationNetwork):
             offset += units_in * units_out
             b = params[:, offset : offset + units_out]  # [M, out]
             offset += units_out
+            hidden = x
             x = tf.linalg.matmul(x, w) + b[:, None, :]  # [M, E, out]
             if index < len(self.shapes) - 1:
                 x = self._activation(x)
-        return x
+        return tf.concat([x, hidden], -1) if self._features else x
 
 
 def action_size(space: gym.Space) -> int:

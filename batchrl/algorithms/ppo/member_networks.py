@@ -7,7 +7,12 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from batchrl.algorithms.ppo.ppo import make_networks
-from batchrl.networks import PopulationMLP, PopulationRecurrent, is_recurrent
+from batchrl.networks import (
+    PopulationMLP,
+    PopulationRecurrent,
+    StateDependentNoiseHead,
+    is_recurrent,
+)
 from batchrl.parts.rollout_buffer import transition_spec
 
 
@@ -28,7 +33,7 @@ class MemberNetworks:
     `value_params`, `log_std`) under the names its checkpoints have always had.
     """
 
-    def __init__(self, network, batch_env, seeds: Sequence[int]):
+    def __init__(self, network, batch_env, seeds: Sequence[int], gsde: bool = False):
         """Builds each member's networks as a single run of its seed does.
 
         Sets the global seeds (`tf.keras.utils.set_random_seed`) to member m's seed while
@@ -38,12 +43,15 @@ class MemberNetworks:
           network: the `network` section (feedforward, gru or lstm; vector observations).
           batch_env: the environments, for their observation and action spaces.
           seeds: each member's seed, M of them.
+          gsde: gSDE's policy (`ppo.gsde`): its output holds the last hidden layer too,
+            and `log_std` is each member's [L, A].
         """
         singles = []
         for seed in seeds:
             tf.keras.utils.set_random_seed(seed)
-            singles.append(make_networks(network, batch_env))
+            singles.append(make_networks(network, batch_env, gsde=gsde))
         self.head = singles[0][0]  # Holds the action space; its log_std is unused.
+        self.gsde = gsde
         (observ_size,) = tuple(batch_env.observation_space.shape)
         size, activation = self.head.size, network.activation
         self.recurrent = is_recurrent(network)
@@ -57,6 +65,10 @@ class MemberNetworks:
                 activation,
                 0.01,
             )
+        elif gsde:  # The mean's layer, and the last hidden layer beside it.
+            self.policy = PopulationMLP(
+                observ_size, network.policy_layers, self.head.action_size, activation, 0.01, True
+            )
         else:
             self.policy = PopulationMLP(observ_size, network.policy_layers, size, activation, 0.01)
         self.value = PopulationMLP(observ_size, network.value_layers, 1, activation, 1.0)
@@ -67,8 +79,8 @@ class MemberNetworks:
             tf.stack([self.value.flatten(value) for _, _, value in singles]), name="value"
         )  # [M, D_value]
         self.log_std = None  # A categorical policy has none.
-        if hasattr(self.head, "log_std"):
-            self.log_std = tf.Variable(tf.stack([h.log_std for h, _, _ in singles]))  # [M, A]
+        if hasattr(self.head, "log_std"):  # [M, A], or gSDE's [M, L, A].
+            self.log_std = tf.Variable(tf.stack([h.log_std for h, _, _ in singles]))
         self.sample_shape, self.sample_dtype = self.head.sample_spec()
 
     @property
@@ -118,12 +130,25 @@ class MemberNetworks:
     def dist(self, output: tf.Tensor, log_std: tf.Tensor | None = None):
         """The members' action distributions, batch shape [M, n], of outputs [M, n, size].
 
-        A Gaussian policy takes `log_std` [M, A] (default: the current one).
+        A Gaussian policy takes `log_std` [M, A] (gSDE's [M, L, A]; default: the current
+        one).
         """
         if self.log_std is None:
             return self.head(output)
         log_std = self.log_std if log_std is None else log_std
-        return self.head(output, log_std[:, None])
+        return self.head(output, per_member(self.head, log_std))
+
+    def draw_noise(self, count: int, seeds: tf.Tensor) -> tf.Tensor:
+        """gSDE's exploration matrices [M, count, L, A], member m's drawn with its seed
+        seeds[m] [2] and its sigma."""
+
+        def draw(args):
+            log_std, seed = args  # [L, A], [2]
+            return self.head.draw_noise(count, seed, log_std)
+
+        head = self.head
+        spec = tf.TensorSpec([count, head.latent_size, head.action_size], tf.float32)
+        return tf.map_fn(draw, (self.log_std, seeds), fn_output_signature=spec)
 
     def mode(self, output: tf.Tensor) -> tf.Tensor:
         """The members' greedy samples [M, n, ...] of outputs [M, n, size]."""
@@ -145,3 +170,9 @@ class MemberNetworks:
 
         spec = tf.TensorSpec([None, *self.sample_shape], dtype)
         return tf.map_fn(sample, (output, log_std, seeds), fn_output_signature=spec)
+
+
+def per_member(head, log_std: tf.Tensor) -> tf.Tensor:
+    """Members' log stds [M, ...] shaped for `head` on outputs [M, n, size]: [M, 1, A] for
+    a state-independent std, gSDE's [M, L, A] as they are (a batched product)."""
+    return log_std if isinstance(head, StateDependentNoiseHead) else log_std[:, None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.algorithms.ppo.layout import flat
+from batchrl.algorithms.ppo.member_networks import per_member
 from batchrl.core import Policy
 from batchrl.parts.untracked import Untracked
 
@@ -74,6 +75,6 @@ class MemberPolicy(tf.Module, Policy):
     def _action(self, output):
         """Environment actions [N, ...] of the mode of outputs [1, N, size]."""
         head = self._network.variables["head"]
-        log_std = None if self.log_std is None else self.log_std[:, None]
+        log_std = None if self.log_std is None else per_member(head, self.log_std)
         sample = tf.cast(head(output, log_std).mode(), self._sample_dtype)
         return head.to_env_action(flat(sample))

@@ -88,12 +88,12 @@ class PopulationPPO(Algorithm, Policy):
         if config.pbt.interval:  # Exploits, with or without settings to perturb.
             self._pbt_rng = tf.random.Generator.from_seed(2**40 + int(config.train.seed))
         norms = self._norms = MemberNormalizers(cfg, self._settings, self._layout, observ_shape)
-        nets = self._nets = MemberNetworks(config.network, batch_env, seeds)
+        nets = self._nets = MemberNetworks(config.network, batch_env, seeds, gsde=cfg.gsde)
         # The variables under the names checkpoints have always given them.
         self.observ_normalizer, self.reward_scaler = norms.observ, norms.reward
         self.policy, self.value = nets.policy, nets.value  # Batched passes: no variables.
         self.policy_params, self.value_params = nets.policy_params, nets.value_params
-        self.log_std = nets.log_std  # [M, A], or None for a categorical policy.
+        self.log_std = nets.log_std  # [M, A] (gSDE's [M, L, A]), or None if categorical.
         self.recurrent = nets.recurrent
         self.optimizer = optimizers.MemberAdam(members, epsilon=1e-5)
         self.optimizer.build(nets.trainable)
@@ -109,6 +109,11 @@ class PopulationPPO(Algorithm, Policy):
         self._last_output = _zeros((agents, nets.head.size))
         if self.recurrent:  # Each agent's state, and whether a step began its episode.
             self.core_states = CoreStates(agents, self.policy.state_size)
+        if cfg.gsde:  # As PPO's: each agent's matrix [L, A] and its steps acted with it.
+            head = nets.head
+            noise_shape = [members, self._batch_size, head.latent_size, head.action_size]
+            self._noise = _zeros(noise_shape)
+            self._noise_age = _zeros([members, self._batch_size], tf.int32)
         self.rollout = RolloutBuffer(cfg.rollout_length, agents, nets.rollout_spec(observ_shape))
 
     # Collect.
@@ -128,10 +133,25 @@ class PopulationPPO(Algorithm, Policy):
             self.core_states.write(layout.flat(state))
         else:
             output = self._nets.policy_output(observ)  # [M, B, size]
-        sample = self._nets.sample(output, self._seeds())  # [M, B, ...]
+        if self._cfg.gsde:
+            sample = self._explore(output)  # [M, B, A]
+        else:
+            sample = self._nets.sample(output, self._seeds())  # [M, B, ...]
         self._last_sample.assign(layout.flat(sample))
         self._last_output.assign(layout.flat(output))
         return self._nets.head.to_env_action(layout.flat(sample))
+
+    def _explore(self, output):
+        """gSDE's samples [M, B, A], each agent's matrix drawn as PPO's `_explore` draws
+        it, member m's from its own stream and sigma."""
+        age = self._noise_age.read_value()  # [M, B]
+        redraw = tf.logical_or(tf.equal(age, 0), age >= self._cfg.gsde_every)
+        redraw = tf.logical_or(redraw, tf.equal(self.rollout.step, 0))  # [M, B]
+        fresh = self._nets.draw_noise(self._batch_size, self._seeds())  # [M, B, L, A]
+        noise = tf.where(redraw[..., None, None], fresh, self._noise)
+        self._noise.assign(noise)
+        self._noise_age.assign(tf.where(redraw, 1, age + 1))
+        return self._nets.head.explore(output, noise)
 
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):

@@ -148,12 +148,6 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
                     f"network.name='feedforward' with policy_layers, got network.name="
                     f"{network.name!r}, policy_layers={list(network.policy_layers)}."
                 )
-            if config.train.population > 1:
-                raise ConfigError(
-                    f"ppo.gsde=true trains a single agent; train.population="
-                    f"{config.train.population} is not supported with it (set ppo.gsde=false "
-                    "or train.population=1)."
-                )
         if is_recurrent(config.network) and cfg.update_mode != "steps":
             raise ConfigError(
                 f"network.name={config.network.name!r} needs ppo.update_mode='steps'; "

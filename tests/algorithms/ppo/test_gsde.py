@@ -66,7 +66,6 @@ def test_log_std_is_a_matrix_of_the_last_hidden_layer_by_the_actions():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["train.population=2"], r"ppo.gsde=true trains a single agent; train.population=2"),
         (["network.name=gru"], r"needs network.name='feedforward'.*got network.name='gru'"),
         (["ppo.gsde_every=0"], r"ppo.gsde_every"),
     ],

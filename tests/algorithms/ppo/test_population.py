@@ -79,7 +79,7 @@ def _member_params(population, member):
     params = [population.policy_params[member], population.value_params[member]]
     if population.log_std is not None:
         params.append(population.log_std[member])
-    return np.concatenate([p.numpy() for p in params])
+    return np.concatenate([np.reshape(p.numpy(), [-1]) for p in params])
 
 
 def _single_params(single, population):
@@ -87,7 +87,7 @@ def _single_params(single, population):
     params = [population.policy.flatten(single.policy), population.value.flatten(single.value)]
     if population.log_std is not None:
         params.append(single.head.log_std)
-    return np.concatenate([tf.convert_to_tensor(p).numpy() for p in params])
+    return np.concatenate([np.reshape(tf.convert_to_tensor(p).numpy(), [-1]) for p in params])
 
 
 # Each member's own settings: (population overrides, member m's single-run overrides).
@@ -170,6 +170,15 @@ def test_member_equals_single_run(preset, jit_compile):
     assert params_diff < TOLERANCE
 
 
+def test_gsde_member_equals_single_run():
+    """gSDE's members (`ppo.gsde`) draw their matrices and act as single runs do."""
+    extra = ("ppo.gsde=true", "ppo.gsde_every=3")
+    rollout_diff, params_diff = _compare("pendulum_tf", False, extra=extra)
+    print(f"gsde: rollout {rollout_diff:.3g}, parameters {params_diff:.3g}")
+    assert rollout_diff < TOLERANCE
+    assert params_diff < TOLERANCE
+
+
 @pytest.mark.slow  # Out of the default suite: 36 s on 2 busy cores (2026-12-06).
 @pytest.mark.parametrize(
     "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
@@ -218,10 +227,14 @@ def test_a_member_with_learning_rate_zero_keeps_its_parameters():
     np.testing.assert_allclose(population.optimizer.rates.numpy(), [3e-4, 0, 1e-3])
 
 
-@pytest.mark.parametrize("preset", ["pendulum_tf", "cartpole_tf"])
-def test_a_member_policy_acts_as_the_member(preset, tmp_path):
+@pytest.mark.parametrize(
+    "preset, extra",
+    [("pendulum_tf", ()), ("cartpole_tf", ()), ("pendulum_tf", ("ppo.gsde=true",))],
+    ids=["pendulum_tf", "cartpole_tf", "pendulum_tf-gsde"],
+)
+def test_a_member_policy_acts_as_the_member(preset, extra, tmp_path):
     """`member_policy(m)` and its SavedModel act as member m of the population does."""
-    config = _config(preset, MEMBERS, "ppo.observ_clip=[10, 0.5, 0]")
+    config = _config(preset, MEMBERS, "ppo.observ_clip=[10, 0.5, 0]", *extra)
     env, population = _population(config)
     _call(env, population, False)()  # Normalizers and parameters away from their start.
     rng = np.random.default_rng(0)
