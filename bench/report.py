@@ -13,11 +13,13 @@ average before and after, versions and commit, so that `--write` can assemble th
   deterministic policy's mean return over the preset's `train.eval_episodes`, on
   Gymnasium's environment also for the TensorFlow-op presets), k of n seeds at or above
   the task's threshold, and the train script's own wall-clock.
-- `sb3`: wall-clock to Pendulum-v1 >= -200 of `pendulum` and `pendulum_tf` against
-  Stable-Baselines3's tuned PPO, through `bench/sb3_race.py --task pendulum_ppo`, once
-  with one torch thread and once with two; each ratio is taken in its own invocation, and
-  the table quotes the invocation whose SB3 was faster. Unsolved seeds count as infinite
-  time in medians.
+- `sb3`: wall-clock to Pendulum-v1 >= -200 (`pendulum`, `pendulum_tf`) and CartPole-v1
+  >= 475 (`cartpole`, `cartpole_tf`) against Stable-Baselines3's tuned PPO, through
+  `bench/sb3_race.py --task pendulum_ppo` and `--task cartpole_ppo`, each once with one
+  torch thread and once with two; batchrl's runs cold (an empty XLA cache) and warm (the
+  cache a warm-up run filled). Each ratio is taken in its own invocation, and the table
+  quotes the invocation whose SB3 was faster. Unsolved seeds count as infinite time in
+  medians.
 - `envs`: steps per second of the environments in TensorFlow ops against Gymnasium's
   vector environments (bench/tf_envs.py), best batch size against best batch size.
 - `random`: Pendulum-v1's return under uniformly random actions, the floor of the scale.
@@ -233,68 +235,83 @@ def _bench(script: str, *args: str, prefix: tuple[str, ...] = ()) -> dict:
         return json.loads(path.read_text())
 
 
+SB3_TASKS = {"pendulum_ppo": "Pendulum-v1 >= -200", "cartpole_ppo": "CartPole-v1 >= 475"}
+
+
 def row_sb3(args) -> dict:
     seeds = [str(seed) for seed in args.seeds]
-    invocations = []
-    for threads in (1, 2):
-        with tempfile.TemporaryDirectory() as cache:
+    tasks = {}
+    for task in SB3_TASKS:
+        invocations = []
+        for threads in (1, 2):
             result = _bench(
-                "sb3_race.py", "--task", "pendulum_ppo", "--seeds", *seeds,
-                "--torch-threads", str(threads), "--xla-cache", cache,
-            )  # fmt: skip
-        invocations.append({"torch_threads": threads, "results": result["results"]})
+                "sb3_race.py", "--task", task, "--seeds", *seeds, "--torch-threads", str(threads)
+            )
+            invocations.append({"torch_threads": threads, "results": result["results"]})
+        tasks[task] = invocations
     return {
         "command": f"python bench/report.py --rows sb3 --seeds {' '.join(seeds)} (runs "
-        f"python bench/sb3_race.py --task pendulum_ppo --seeds {' '.join(seeds)} "
-        "--torch-threads 1, then 2)",
-        "invocations": invocations,
+        f"python bench/sb3_race.py --task T --seeds {' '.join(seeds)} --torch-threads 1, "
+        f"then 2, for T in {', '.join(SB3_TASKS)})",
+        "tasks": tasks,
     }
 
 
-def _median_seconds(runs: list[dict]) -> float:
+def _median_seconds(runs: list[dict], key: str = "seconds") -> float:
     """Median seconds to the target, an unsolved run counting as infinite."""
-    return median_to_target(r["seconds"] if r["solved"] else None for r in runs)
+    return median_to_target(r[key] if r["solved"] else None for r in runs)
 
 
 def markdown_sb3(result: dict) -> list[str]:
     def sb3_runs(invocation):
         return [r for r in invocation["results"] if r["method"].startswith("SB3")]
 
-    best = min(result["invocations"], key=lambda inv: _median_seconds(sb3_runs(inv)))
-    sb3 = sb3_runs(best)
-    sb3_median = _median_seconds(sb3)
-    others = []
-    for inv in result["invocations"]:
-        if inv is not best:
-            others.append(
-                f"{inv['torch_threads']} torch thread(s): SB3 median "
-                f"{cell(_median_seconds(sb3_runs(inv)), '.1f', ' s')}"
+    lines = []
+    for task, invocations in result.get("tasks", {}).items():
+        best = min(invocations, key=lambda inv: _median_seconds(sb3_runs(inv)))
+        sb3 = sb3_runs(best)
+        sb3_median = _median_seconds(sb3)
+        sb3_process = _median_seconds(sb3, "process_seconds")
+        others = [
+            f"{inv['torch_threads']} torch thread(s): SB3 median "
+            f"{cell(_median_seconds(sb3_runs(inv)), '.1f', ' s')}"
+            for inv in invocations
+            if inv is not best
+        ]
+        parts = []
+        for method in dict.fromkeys(r["method"] for r in best["results"]):
+            if method.startswith("SB3"):
+                continue
+            runs = [r for r in best["results"] if r["method"] == method]
+            median = _median_seconds(runs)
+            process = _median_seconds(runs, "process_seconds")
+            parts.append(
+                f"`{method.removeprefix('batchrl ')}` **{_times(sb3_median, median)}** "
+                f"({sum(r['solved'] for r in runs)}/{len(runs)} solved, median "
+                f"{cell(median, '.1f', ' s')}; from process start "
+                f"{cell(process, '.1f', ' s')}, {_times(sb3_process, process)})"
             )
-    parts = []
-    for method in dict.fromkeys(r["method"] for r in best["results"]):
-        if method.startswith("SB3"):
-            continue
-        runs = [r for r in best["results"] if r["method"] == method]
-        median = _median_seconds(runs)
-        if not math.isfinite(median):
-            ratio = "not reached"
-        elif not math.isfinite(sb3_median):
-            ratio = "faster (SB3's median not reached)"
-        else:
-            ratio = f"{sb3_median / median:.2f}x"
-        parts.append(
-            f"`{method.removeprefix('batchrl ')}` **{ratio}** "
-            f"({sum(r['solved'] for r in runs)}/{len(runs)} solved, "
-            f"median {cell(median, '.1f', ' s')})"
+        lines.append(
+            f"| Wall-clock to {SB3_TASKS[task]} vs Stable-Baselines3's tuned PPO "
+            f"(rl-baselines3-zoo), median of {len(sb3)} seeds, same evaluation (32 "
+            "episodes), training seconds (tracing and compilation in, evaluation out); "
+            "cold: an empty XLA cache, warm: a later run; SB3 at its faster thread count "
+            f"({best['torch_threads']}) | "
+            + "; ".join(parts)
+            + f"; SB3 {sum(r['solved'] for r in sb3)}/{len(sb3)} solved, median "
+            f"{cell(sb3_median, '.1f', ' s')}, from process start "
+            f"{cell(sb3_process, '.1f', ' s')} ({'; '.join(others)}) |"
         )
-    return [
-        f"| Wall-clock to Pendulum-v1 >= -200 vs Stable-Baselines3's tuned PPO (rl-baselines3-"
-        f"zoo), median of {len(sb3)} seeds, same evaluation (32 episodes every 4,096 steps), "
-        f"SB3 at its faster thread count ({best['torch_threads']}) | "
-        + "; ".join(parts)
-        + f"; SB3 {sum(r['solved'] for r in sb3)}/{len(sb3)} solved, median "
-        f"{cell(sb3_median, '.1f', ' s')} ({'; '.join(others)}) |"
-    ]
+    return lines
+
+
+def _times(sb3: float, this: float) -> str:
+    """How many times faster than SB3, or why there is no ratio."""
+    if not math.isfinite(this):
+        return "not reached"
+    if not math.isfinite(sb3):
+        return "faster (SB3's median not reached)"
+    return f"{sb3 / this:.2f}x"
 
 
 def row_envs(args) -> dict:
