@@ -8,7 +8,9 @@ import tensorflow as tf
 from batchrl import envs
 from batchrl.algorithms import PPO
 from batchrl.config import ConfigError, load_run_config
+from batchrl.runners import train
 from batchrl.tools.simulate import simulate
+from tests.learning import assert_k_of_n
 
 
 def gsde_ppo(overrides=(), num_envs=3):
@@ -79,3 +81,15 @@ def test_discrete_actions_are_refused_at_construction():
     config = load_run_config("cartpole_tf", ["ppo.gsde=true", "env.num_envs=2"])
     with pytest.raises(ConfigError, match=r"ppo.gsde=true explores in continuous actions.*"):
         PPO(envs.make("CartPole-v1", 2, seed=0), config)
+
+
+@pytest.mark.slow  # Out of the default suite: about 40 s on 2 cores (AMD EPYC, 2026-12-06).
+def test_pendulum_tf_with_gsde_solves_four_of_five_seeds_at_its_budget(tmp_path):
+    """The preset (gSDE, 98,304 steps) as a population of seeds 0 to 4: each member's final
+    evaluation, 64 episodes of the TensorFlow port of Pendulum-v1."""
+    overrides = ["train.population=5", "train.seed=0", "env.eval_on_gymnasium=false"]
+    config = load_run_config("pendulum_tf", overrides)
+    assert config.ppo.gsde
+    result = train(config, tmp_path, progress=lambda *_, **__: None)
+    finals = {member["seed"]: member["eval_return"] for member in result["members"]}
+    assert_k_of_n(finals, -200.0, 4)

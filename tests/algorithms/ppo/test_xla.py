@@ -37,6 +37,8 @@ def _make(rollout_length, minibatches=1, jit_update=True, objective="clip", netw
             f"ppo.jit_update={str(jit_update).lower()}",
             f"ppo.objective={objective}",
             f"network.name={network}",
+            # gSDE (the preset's) explores with a feed-forward policy's features only.
+            f"ppo.gsde={str(network == 'feedforward').lower()}",
         ],
     )
     env = envs.make("Pendulum-v1", 4, seed=3)
