@@ -28,12 +28,14 @@ started = float(sys.argv[1])
 from batchrl.quiet import describe_devices, import_tensorflow
 tf = import_tensorflow(init_devices=False)
 from batchrl.config import load_run_config
+import importlib
 from batchrl.runners import local
-from batchrl.runners import train as train_module
+train_module = importlib.import_module("batchrl.runners.train")  # The module, not train().
 from batchrl.training import checkpoints, evaluation, train_loop
 imported = time.time() - started
 seconds = {}
 counts = {}
+each = {}
 
 def timed(owner, name, label):
     original = getattr(owner, name)
@@ -42,8 +44,10 @@ def timed(owner, name, label):
         try:
             return original(*args, **kwargs)
         finally:
-            seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - start
+            took = time.perf_counter() - start
+            seconds[label] = seconds.get(label, 0.0) + took
             counts[label] = counts.get(label, 0) + 1
+            each.setdefault(label, []).append(round(took, 3))
     setattr(owner, name, wrapper)
 
 timed(evaluation.Evaluation, "run", "evaluations")
@@ -61,7 +65,7 @@ start = time.perf_counter()
 train_module.train(config, sys.argv[3], progress=progress)
 total = time.time() - started
 print(json.dumps({"imports": imported, "total": total, "first_call_done": first.get("at"),
-                  "seconds": seconds, "counts": counts}))
+                  "seconds": seconds, "counts": counts, "each": each}))
 """
 
 
@@ -97,6 +101,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as cache:
         for index in range(args.runs):
             r = run(args.config, args.overrides, cache)
+            print(f"evaluations one by one (s): {r['each'].get('evaluations')}", file=sys.stderr)
             s, c = r["seconds"], r["counts"]
             parts = ("training calls", "evaluations", "checkpoints", "export")
             rest = r["total"] - r["imports"] - sum(s.get(name, 0.0) for name in parts)
