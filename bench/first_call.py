@@ -20,12 +20,11 @@ of this shared machine hits both alike.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from child import run_json
 
 CHILD = """
 import contextlib, json, sys, time
@@ -62,17 +61,7 @@ MODES = ("graph", "xla-cold", "xla-warm")
 def measure(path: str, name: str, mode: str, cache: str) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, os.environ.get("PYTHONPATH", "")]))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, name, mode, cache],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if result.returncode:
-        raise RuntimeError(f"{path} {name} {mode} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_json(CHILD, [name, mode, cache], f"{path} {name} {mode}", env, timeout=600)
 
 
 def main(argv=None) -> None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
+
+from child import run_json
 
 CHILD = r"""
 import json, sys, time
@@ -72,19 +72,8 @@ print(json.dumps({"imports": imported, "total": total, "first_call_done": first.
 def run(config: str, overrides: list[str], cache: str) -> dict:
     with tempfile.TemporaryDirectory() as logdir:
         overrides = [*overrides, f"train.xla_cache={cache}"]
-        env = dict(os.environ)
-        command = [sys.executable, "-c", CHILD, repr(time.time()), config, logdir]
-        result = subprocess.run(
-            [*command, json.dumps(overrides)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-    if result.returncode:
-        raise RuntimeError(f"{config} {overrides} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+        args = [repr(time.time()), config, logdir, json.dumps(overrides)]
+        return run_json(CHILD, args, f"{config} {overrides}", timeout=1800)
 
 
 def main(argv=None) -> None:

@@ -14,11 +14,10 @@ table gives each set's first call and steps per second as ratios to the defaults
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
+
+from child import run_json
 
 CHILD = """
 import json, sys, time
@@ -57,17 +56,7 @@ DEFAULT_FLAGS = [
 def measure(name: str, flags: str, calls: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, XLA_FLAGS=flags)
-        result = subprocess.run(
-            [sys.executable, "-c", CHILD, name, cache, str(calls)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-    if result.returncode:
-        raise RuntimeError(f"{name} with XLA_FLAGS={flags!r} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+        return run_json(CHILD, [name, cache, str(calls)], f"{name} with XLA_FLAGS={flags!r}", env)
 
 
 def main(argv=None) -> None:
