@@ -298,16 +298,18 @@ def _export_members(population, observation_space, logdir: Path, logs: MemberLog
     """Exports `policies/member-<m>` for every member, and `policy/` for the best one.
 
     The best is the member with the highest final evaluation (or, without evaluations,
-    latest training return); `policy/batchrl.json` names it, its seed and its settings.
+    latest training return). Each export's `batchrl.json` names its member, its seed,
+    its settings and its returns.
     """
-    for member in range(len(logs.seeds)):
+    # Each policy's batchrl.json names its member, seed, settings and returns; a return
+    # this run did not see (a resumed run that trained nothing) is left out, not NaN.
+    rows = [{k: v for k, v in row.items() if not _is_nan(v)} for row in logs.members()]
+    for member, metadata in enumerate(rows):
         path = logdir / "policies" / f"member-{member:02d}"
-        export_policy(population.member_policy(member), observation_space, path)
+        export_policy(population.member_policy(member), observation_space, path, metadata)
     best = logs.best()
     row = logs.members()[best]
-    # A return this run did not see (a resumed run that trained nothing) is left out
-    # rather than written as NaN.
-    metadata = {key: value for key, value in row.items() if not _is_nan(value)}
+    metadata = rows[best]
     export_policy(population.member_policy(best), observation_space, logdir / "policy", metadata)
     by = f"final evaluation {row['eval_return']:.1f}"
     if not math.isfinite(row["eval_return"]):

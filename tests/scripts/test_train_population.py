@@ -53,8 +53,11 @@ def test_a_population_logs_and_evaluates_each_member(tmp_path):
     observ = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     actions = []
     for member in range(3):
-        policy = tf.saved_model.load(str(tmp_path / "policies" / f"member-{member:02d}"))
+        folder = tmp_path / "policies" / f"member-{member:02d}"
+        policy = tf.saved_model.load(str(folder))
         actions.append(policy(observ).numpy())
+        own = json.loads((folder / "batchrl.json").read_text())  # Who it is, how it did.
+        assert own == {"member": member, **result["members"][member]}
     best = int(np.argmax([row["eval_return"] for row in result["members"]]))
     metadata = json.loads((tmp_path / "policy" / "batchrl.json").read_text())
     assert metadata["member"] == best and metadata["seed"] == best

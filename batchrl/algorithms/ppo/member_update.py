@@ -19,7 +19,7 @@ class MemberUpdate:
 
     Member m shuffles its rows with the permutations its own stream draws (the ones a
     single run of its seed draws), and each minibatch step is one Adam step of all
-    members: `minibatch_loss` of each member in a `tf.map_fn`, summed over members (member m's
+    members: `minibatch_loss` of all members at once (over axis -1), summed (member m's
     parameters see only loss[m]), gradients clipped by each member's norm, and
     `MemberAdam` at each member's rate.
 
@@ -126,19 +126,12 @@ class MemberUpdate:
             if cfg.objective == "kl_penalty":
                 terms["kl"] = old_dist.kl_divergence(dist)  # [M, n]
                 terms["penalty"] = self._penalty.read_value()  # [M]
-            settings = self._settings.varying()
-            if settings:  # [M] each; a scalar in each member's map.
-                terms["settings"] = settings
-
-            def member_loss(member):
-                return minibatch_loss({**cfg, **member.pop("settings", {})}, member)
-
-            # A loop over members, not `tf.vectorized_map`: XLA took a parameter variable
-            # of the gradient of the vectorized loss for a compile-time constant and so
-            # compiled the training call again at every call (2.5 s a call, against
-            # 0.01 s for a single run's), while the loop compiles once. The networks'
-            # passes, the costly part, stay batched outside it.
-            loss, metrics = tf.map_fn(member_loss, terms, fn_output_signature=_LOSS_SPEC)
+            # Every member's loss at once: terms [M, n], each member's settings [M],
+            # reductions over the steps (axis -1). (Not `tf.vectorized_map`, under which
+            # XLA took a parameter variable of the gradient for a compile-time constant
+            # and compiled the training call again at every call; nor a `tf.map_fn` over
+            # members, which made 64 members' minibatch steps 64 small steps each.)
+            loss, metrics = minibatch_loss({**cfg, **self._settings.varying()}, terms, axis=-1)
             total = tf.reduce_sum(loss)  # Member m's parameters see only loss[m].
         variables = self._nets.trainable
         gradients = tape.gradient(total, variables)
@@ -161,13 +154,6 @@ class MemberUpdate:
             output = _rows(output)  # [M, n, size]
         dists = self._nets.dist(output), self._nets.dist(batch["output"], old_log_std)
         return (*dists, batch)
-
-
-_SCALAR = tf.TensorSpec([], tf.float32)
-_LOSS_SPEC = (
-    _SCALAR,
-    {name: _SCALAR for name in ("policy_loss", "value_loss", "entropy", "clip_fraction")},
-)
 
 
 def _rows(x: tf.Tensor) -> tf.Tensor:

@@ -627,7 +627,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
 
 
 def minibatch_loss(
-    cfg: Mapping[str, Any], terms: dict[str, tf.Tensor]
+    cfg: Mapping[str, Any], terms: dict[str, tf.Tensor], axis=None
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO's loss on a minibatch of M steps: policy loss + c_v value loss - c_e entropy.
 
@@ -639,14 +639,20 @@ def minibatch_loss(
         acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
         `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
         KL(old || new) at each step, and `penalty`, the scalar coefficient.
+      axis: None; or, for the members of a population at once, the axis of the steps
+        of terms [P, M] whose settings in `cfg` (and `penalty`) are each member's [P].
 
     Returns:
       The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
-      `clip_fraction` (0 with kl_penalty).
+      `clip_fraction` (0 with kl_penalty); with `axis`, each member's [P].
     """
     if cfg["objective"] == "clip":
         policy_loss, extra = utility.clipped_surrogate_loss(
-            terms["log_prob"], terms["old_log_prob"], terms["advantage"], cfg["clip_ratio"]
+            terms["log_prob"],
+            terms["old_log_prob"],
+            terms["advantage"],
+            cfg["clip_ratio"],
+            axis=axis,
         )
         clip_fraction = extra.clip_fraction
     else:
@@ -659,20 +665,21 @@ def minibatch_loss(
             cfg["kl_target"],
             cfg["kl_cutoff_factor"],
             cfg["kl_cutoff_coef"],
+            axis=axis,
         )
-        clip_fraction = tf.constant(0.0)
+        clip_fraction = tf.zeros_like(policy_loss)
     value, target, old_value = terms["value"], terms["target"], terms["old_value"]
     value_clip = cfg["value_clip"]
     if isinstance(value_clip, tf.Tensor):  # A member's own: 0 turns clipping off.
         value_loss = tf.where(
             value_clip > 0,
-            utility.value_loss(value, target, old_value, value_clip),
-            utility.value_loss(value, target, old_value),
+            utility.value_loss(value, target, old_value, value_clip, axis=axis),
+            utility.value_loss(value, target, old_value, axis=axis),
         )
     else:
         clip = value_clip if value_clip > 0 else None
-        value_loss = utility.value_loss(value, target, old_value, clip)
-    entropy = tf.reduce_mean(terms["entropy"])
+        value_loss = utility.value_loss(value, target, old_value, clip, axis=axis)
+    entropy = tf.reduce_mean(terms["entropy"], axis)
     loss = policy_loss + cfg["value_coef"] * value_loss - cfg["entropy_coef"] * entropy
     metrics = {
         "policy_loss": policy_loss,

@@ -28,7 +28,7 @@ class ClippedSurrogateExtra(NamedTuple):
     mean_ratio: tf.Tensor  # mean(ratio)
 
 
-def masked_mean(x: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+def masked_mean(x: tf.Tensor, mask: tf.Tensor | None = None, axis=None) -> tf.Tensor:
     """Mean of `x` over the entries where `mask` is set.
 
         masked_mean(x, m) = sum_i m_i x_i / sum_i m_i
@@ -40,17 +40,26 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
       x: Values of any shape, for example [T, B].
       mask: Bool or {0, 1} values broadcastable to the shape of `x`; None means all
         entries count.
+      axis: the axis to average over (e.g. -1: each member's mean of [M, n]); None:
+        all of them.
 
     Returns:
-      Scalar of the dtype of `x`.
+      A scalar of the dtype of `x`, or `x` without `axis`.
     """
     x = tf.convert_to_tensor(x)
     if mask is None:
-        return tf.reduce_mean(x)
+        return tf.reduce_mean(x, axis)
     mask = tf.broadcast_to(tf.cast(mask, tf.bool), tf.shape(x))
-    total = tf.reduce_sum(tf.where(mask, x, tf.zeros_like(x)))
-    count = tf.reduce_sum(tf.cast(mask, x.dtype))
+    total = tf.reduce_sum(tf.where(mask, x, tf.zeros_like(x)), axis)
+    count = tf.reduce_sum(tf.cast(mask, x.dtype), axis)
     return tf.math.divide_no_nan(total, count)
+
+
+def by_row(value, axis, dtype) -> tf.Tensor:
+    """A setting shaped for per-step terms: each member's [M] as [M, 1] when the losses
+    reduce over `axis` (the steps of each member's rows [M, n]); a scalar as it is."""
+    value = tf.cast(value, dtype)
+    return value[..., None] if axis is not None and value.shape.rank else value
 
 
 def normalize_advantage(advantage: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
@@ -267,6 +276,7 @@ def kl_penalty_loss(
     cutoff_factor: float = 2.0,
     cutoff_coef: float = 1000.0,
     mask: tf.Tensor | None = None,
+    axis=None,
 ) -> tuple[tf.Tensor, KLPenaltyExtra]:
     """BatchPPO's policy loss: importance-sampled surrogate, KL penalty, KL cutoff.
 
@@ -296,6 +306,8 @@ def kl_penalty_loss(
       cutoff_factor: The cutoff penalty acts above `cutoff_factor * kl_target`.
       cutoff_coef: Weight of the squared excess KL above the cutoff.
       mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+      axis: None, or the axis of the steps for M members' rows [M, n] at once: then
+        the settings may be each member's [M], and the loss and components are [M].
 
     Returns:
       A scalar loss to minimize and a `KLPenaltyExtra` of its components.
@@ -306,14 +318,14 @@ def kl_penalty_loss(
     advantage = tf.stop_gradient(tf.cast(advantage, dtype))  # [T, B]
     kl = tf.cast(kl, dtype)  # [T, B]
     coefficient = tf.stop_gradient(tf.cast(coefficient, dtype))
-    threshold = tf.cast(cutoff_factor, dtype) * tf.cast(kl_target, dtype)
+    threshold = by_row(cutoff_factor, axis, dtype) * by_row(kl_target, axis, dtype)
     ratio = tf.exp(log_prob_new - log_prob_old)  # [T, B]
-    surrogate_loss = -masked_mean(ratio * advantage, mask)
-    mean_kl = masked_mean(kl, mask)
+    surrogate_loss = -masked_mean(ratio * advantage, mask, axis)
+    mean_kl = masked_mean(kl, mask, axis)
     kl_penalty = coefficient * mean_kl
     excess = tf.nn.relu(kl - threshold)  # [T, B]
-    kl_cutoff = tf.cast(cutoff_coef, dtype) * masked_mean(tf.square(excess), mask)
-    cutoff_fraction = masked_mean(tf.cast(kl > threshold, dtype), mask)
+    kl_cutoff = tf.cast(cutoff_coef, dtype) * masked_mean(tf.square(excess), mask, axis)
+    cutoff_fraction = masked_mean(tf.cast(kl > threshold, dtype), mask, axis)
     loss = surrogate_loss + kl_penalty + kl_cutoff
     return loss, KLPenaltyExtra(
         surrogate_loss=surrogate_loss,
@@ -330,6 +342,7 @@ def clipped_surrogate_loss(
     advantage: tf.Tensor,
     clip_ratio: float | tf.Tensor,
     mask: tf.Tensor | None = None,
+    axis=None,
 ) -> tuple[tf.Tensor, ClippedSurrogateExtra]:
     """PPO's clipped surrogate policy loss.
 
@@ -346,6 +359,8 @@ def clipped_surrogate_loss(
       advantage: [T, B] advantages.
       clip_ratio: Scalar eps.
       mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+      axis: None, or the axis of the steps for M members' rows [M, n] at once: then
+        `clip_ratio` may be each member's [M], and the loss and diagnostics are [M].
 
     Returns:
       A scalar loss to minimize and a `ClippedSurrogateExtra`.
@@ -354,14 +369,14 @@ def clipped_surrogate_loss(
     dtype = log_prob_new.dtype
     log_prob_old = tf.stop_gradient(tf.cast(log_prob_old, dtype))  # [T, B]
     advantage = tf.stop_gradient(tf.cast(advantage, dtype))  # [T, B]
-    clip_ratio = tf.cast(clip_ratio, dtype)
+    clip_ratio = by_row(clip_ratio, axis, dtype)
     ratio = tf.exp(log_prob_new - log_prob_old)  # [T, B]
     clipped = tf.clip_by_value(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)  # [T, B]
     objective = tf.minimum(ratio * advantage, clipped * advantage)  # [T, B]
-    loss = -masked_mean(objective, mask)
-    clip_fraction = masked_mean(tf.cast(tf.abs(ratio - 1.0) > clip_ratio, dtype), mask)
+    loss = -masked_mean(objective, mask, axis)
+    outside = tf.cast(tf.abs(ratio - 1.0) > clip_ratio, dtype)
     return loss, ClippedSurrogateExtra(
-        clip_fraction=clip_fraction, mean_ratio=masked_mean(ratio, mask)
+        clip_fraction=masked_mean(outside, mask, axis), mean_ratio=masked_mean(ratio, mask, axis)
     )
 
 
@@ -371,6 +386,7 @@ def value_loss(
     old_value: tf.Tensor | None = None,
     clip: float | tf.Tensor | None = None,
     mask: tf.Tensor | None = None,
+    axis=None,
 ) -> tf.Tensor:
     """Squared error of the value function, optionally clipped around the old values.
 
@@ -390,6 +406,8 @@ def value_loss(
         `clip`.
       clip: Optional scalar; None turns clipping off.
       mask: Optional [T, B] bool or {0, 1}; zero marks padded steps to ignore.
+      axis: None, or the axis of the steps for M members' rows [M, n] at once: then
+        `clip` may be each member's [M], and the loss is [M].
 
     Returns:
       Scalar loss.
@@ -404,10 +422,10 @@ def value_loss(
         if old_value is None:
             raise ValueError("value_loss: clip needs old_value.")
         old_value = tf.stop_gradient(tf.cast(old_value, value.dtype))  # [T, B]
-        clip = tf.cast(clip, value.dtype)
+        clip = by_row(clip, axis, value.dtype)
         clipped = old_value + tf.clip_by_value(value - old_value, -clip, clip)  # [T, B]
         error = tf.maximum(error, tf.square(clipped - target))  # [T, B]
-    return 0.5 * masked_mean(error, mask)
+    return 0.5 * masked_mean(error, mask, axis)
 
 
 def explained_variance(

@@ -318,3 +318,49 @@ def test_clip_by_member_norm_clips_each_member_as_clip_by_global_norm(mode):
         expected, global_norm = tf.clip_by_global_norm([first[member], second[member]], 1.0)
         assert norm[member].numpy() == pytest.approx(global_norm.numpy(), rel=1e-6)
         np.testing.assert_allclose(clipped_second[member], expected[1], rtol=1e-6)
+
+
+def test_losses_over_a_member_axis_equal_each_members_own():
+    """With axis=-1, rows [M, n] and settings [M] give each member's loss [M], equal to
+    the scalar call on its row with its settings (population PPO's batched loss)."""
+    rng = np.random.default_rng(0)
+    members, steps = 3, 7
+    new, old, advantage, kl = (
+        rng.normal(size=(members, steps)).astype(np.float32) for _ in range(4)
+    )
+    kl = np.abs(kl)
+    value, target, old_value = (
+        rng.normal(size=(members, steps)).astype(np.float32) for _ in range(3)
+    )
+    mask = rng.random((members, steps)) > 0.2
+    clip = np.array([0.1, 0.2, 0.3], np.float32)
+    target_kl, factor, coef = (
+        np.float32([0.01, 0.5, 0.1]),
+        np.float32([2.0, 1.5, 1.0]),
+        np.float32([1000, 10, 1]),
+    )
+    penalty = np.float32([1.0, 0.5, 2.0])
+    batched = utility.clipped_surrogate_loss(new, old, advantage, clip, mask, axis=-1)
+    kl_batched = utility.kl_penalty_loss(
+        new, old, advantage, kl, penalty, target_kl, factor, coef, mask, axis=-1
+    )
+    value_batched = utility.value_loss(value, target, old_value, clip, mask, axis=-1)
+    for m in range(members):
+        own = utility.clipped_surrogate_loss(new[m], old[m], advantage[m], clip[m], mask[m])
+        np.testing.assert_allclose(batched[0][m], own[0], rtol=1e-6)
+        np.testing.assert_allclose(batched[1].clip_fraction[m], own[1].clip_fraction, rtol=1e-6)
+        own_kl = utility.kl_penalty_loss(
+            new[m],
+            old[m],
+            advantage[m],
+            kl[m],
+            penalty[m],
+            target_kl[m],
+            factor[m],
+            coef[m],
+            mask[m],
+        )
+        np.testing.assert_allclose(kl_batched[0][m], own_kl[0], rtol=1e-5)
+        np.testing.assert_allclose(kl_batched[1].cutoff_fraction[m], own_kl[1].cutoff_fraction)
+        own_value = utility.value_loss(value[m], target[m], old_value[m], clip[m], mask[m])
+        np.testing.assert_allclose(value_batched[m], own_value, rtol=1e-6)
