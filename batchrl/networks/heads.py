@@ -24,7 +24,10 @@ class PolicyHead(tf.Module):
         squash_mean: bool = False,
         init_log_std: float = 0.0,
         name: str | None = None,
+        log_std_shape: tuple[int, ...] | None = None,
     ):
+        """`log_std_shape` is that of the learned log standard deviation: [size] unless
+        a subclass's noise has another ([L, A] for gSDE's)."""
         super().__init__(name=name)
         self._discrete = isinstance(action_space, gym.spaces.Discrete)
         if self._discrete:
@@ -46,7 +49,8 @@ class PolicyHead(tf.Module):
         self._scale = tf.constant((high - low) / 2, tf.float32)
         self._low = tf.constant(action_space.low, tf.float32)  # May hold -inf.
         self._high = tf.constant(action_space.high, tf.float32)  # May hold inf.
-        self.log_std = tf.Variable(tf.fill([self.size], float(init_log_std)), name="log_std")
+        shape = [self.size] if log_std_shape is None else list(log_std_shape)
+        self.log_std = tf.Variable(tf.fill(shape, float(init_log_std)), name="log_std")
 
     def __call__(self, output, log_std=None):
         """Returns the distribution for network `output` [N, size].
@@ -113,13 +117,10 @@ class StateDependentNoiseHead(PolicyHead):
                 f"gSDE explores in continuous actions; got {action_space!r}, valid: a "
                 "gymnasium.spaces.Box."
             )
-        super().__init__(action_space, squash_mean, init_log_std, name=name)
-        self.action_size = self.size
-        self.latent_size = int(latent_size)
+        shape = (int(latent_size), int(np.prod(action_space.shape)))
+        super().__init__(action_space, squash_mean, init_log_std, name, log_std_shape=shape)
+        self.latent_size, self.action_size = shape
         self.size = self.action_size + self.latent_size  # The network's output.
-        self.log_std = tf.Variable(
-            tf.fill([self.latent_size, self.action_size], float(init_log_std)), name="log_std"
-        )
 
     def __call__(self, output, log_std=None):
         """The distribution N(mu(s), diag(z(s)^2 sigma^2 + 1e-6)) for `output` [N, A + L].

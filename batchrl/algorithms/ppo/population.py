@@ -144,13 +144,15 @@ class PopulationPPO(Algorithm, Policy):
     def _explore(self, output):
         """gSDE's samples [M, B, A], each agent's matrix drawn as PPO's `_explore` draws
         it, member m's from its own stream and sigma."""
-        age = self._noise_age.read_value()  # [M, B]
-        redraw = tf.logical_or(tf.equal(age, 0), age >= self._cfg.gsde_every)
-        redraw = tf.logical_or(redraw, tf.equal(self.rollout.step, 0))  # [M, B]
-        fresh = self._nets.draw_noise(self._batch_size, self._seeds())  # [M, B, L, A]
-        noise = tf.where(redraw[..., None, None], fresh, self._noise)
+        noise, age = utility.hold_noise(
+            held=self._noise.read_value(),  # [M, B, L, A]
+            fresh=self._nets.draw_noise(self._batch_size, self._seeds()),
+            age=self._noise_age.read_value(),  # [M, B]
+            every=self._cfg.gsde_every,
+            rollout_start=tf.equal(self.rollout.step, 0),
+        )
         self._noise.assign(noise)
-        self._noise_age.assign(tf.where(redraw, 1, age + 1))
+        self._noise_age.assign(age)
         return self._nets.head.explore(output, noise)
 
     @tf.autograph.experimental.do_not_convert

@@ -323,14 +323,18 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         at its first step, after acting `ppo.gsde_every` times with the one it holds, and
         (update_mode steps) at the start of each rollout, as SB3 does."""
         rows = agent_indices[:, None]
-        age = tf.gather(self._noise_age, agent_indices)  # [K] steps acted with its theta
-        redraw = tf.logical_or(tf.equal(age, 0), age >= self._cfg.gsde_every)  # [K]
+        rollout_start = False  # Episode-mode rollouts have no fixed start.
         if self._cfg.update_mode == "steps":
-            redraw = tf.logical_or(redraw, tf.equal(self.rollout.step, 0))
-        fresh = self.head.draw_noise(tf.size(agent_indices), self._seed())  # [K, L, A]
-        noise = tf.where(redraw[:, None, None], fresh, tf.gather(self._noise, agent_indices))
+            rollout_start = tf.equal(self.rollout.step, 0)
+        noise, age = utility.hold_noise(
+            held=tf.gather(self._noise, agent_indices),  # [K, L, A]
+            fresh=self.head.draw_noise(tf.size(agent_indices), self._seed()),
+            age=tf.gather(self._noise_age, agent_indices),  # [K] steps acted with its theta
+            every=self._cfg.gsde_every,
+            rollout_start=rollout_start,
+        )
         self._noise.scatter_nd_update(rows, noise)
-        self._noise_age.scatter_nd_update(rows, tf.where(redraw, 1, age + 1))
+        self._noise_age.scatter_nd_update(rows, age)
         return self.head.explore(output, noise)
 
     @tf.autograph.experimental.do_not_convert
@@ -639,12 +643,13 @@ def minibatch_loss(
         acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
         `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
         KL(old || new) at each step, and `penalty`, the scalar coefficient.
-      axis: None; or, for the members of a population at once, the axis of the steps
-        of terms [P, M] whose settings in `cfg` (and `penalty`) are each member's [P].
+      axis: None; or, for a population's members at once, the axis of the M steps in
+        terms [members, M], whose settings in `cfg` (and `penalty`) are then each
+        member's [members].
 
     Returns:
       The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
-      `clip_fraction` (0 with kl_penalty); with `axis`, each member's [P].
+      `clip_fraction` (0 with kl_penalty); with `axis`, each member's [members].
     """
     if cfg["objective"] == "clip":
         policy_loss, extra = utility.clipped_surrogate_loss(

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.algorithms import PPO
+from batchrl.algorithms.ppo import utility
 from batchrl.config import ConfigError, load_run_config
 from batchrl.runners import train
 from batchrl.tools.simulate import simulate
@@ -58,9 +59,23 @@ def test_each_environment_draws_every_gsde_every_steps_and_at_each_rollout_start
     assert drawn == [0, 3, 6, 8, 11, 14, 16, 19]
 
 
+def test_hold_noise_by_hand():
+    held = tf.fill([4, 1, 1], 7.0)
+    fresh = tf.reshape(tf.range(4, dtype=tf.float32), [4, 1, 1])
+    age = tf.constant([0, 1, 3, 2])  # New, held once, held `every` times, held twice.
+    noise, after = utility.hold_noise(held, fresh, age, every=3, rollout_start=False)
+    np.testing.assert_array_equal(noise.numpy().ravel(), [0.0, 7.0, 2.0, 7.0])
+    np.testing.assert_array_equal(after.numpy(), [1, 2, 1, 3])
+    noise, after = utility.hold_noise(held, fresh, age, every=3, rollout_start=True)
+    np.testing.assert_array_equal(noise.numpy().ravel(), [0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(after.numpy(), [1, 1, 1, 1])
+
+
 def test_log_std_is_a_matrix_of_the_last_hidden_layer_by_the_actions():
     _, algo = gsde_ppo()
     assert algo.head.log_std.shape == (5, 1)
+    # The head holds its [L, A] matrix and no state-independent [A] vector beside it.
+    assert [v.shape for v in algo.head.trainable_variables] == [(5, 1)]
     assert algo.head.size == 1 + 5
     assert algo._last_output.shape == (3, 6)
 
