@@ -21,7 +21,8 @@ here: its files are read from DIR at run time. The changes made to it, all of th
    in the source text before the module is executed.
 
 The clock: `jax.jit(jax.vmap(make_train(config)))` is lowered and compiled (compile
-seconds), then called on N keys split from `PRNGKey(0)` (run seconds; `block_until_ready`).
+seconds), then called on N keys split from `PRNGKey(--seed)`, 0 unless given (run
+seconds; `block_until_ready`).
 Its return per seed is the mean return of the episodes that ended during the last updates
 that span 256 steps of each environment (2 of CartPole's 128-step rollouts, 4 of
 Pendulum's 64): PureJaxRL's own metric (training episodes, stochastic policy); there is no
@@ -106,6 +107,7 @@ def main(argv=None) -> None:
     parser.add_argument("--purejaxrl", type=Path, required=True, help="its purejaxrl/ folder")
     parser.add_argument("--config", required=True, help="PureJaxRL's config keys, as JSON")
     parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0, help="the keys are split from this one")
     parser.add_argument("--hidden", type=int, default=64)
     args = parser.parse_args(argv)
     import jax
@@ -113,7 +115,7 @@ def main(argv=None) -> None:
 
     config = json.loads(args.config)
     make_train = _load(args.purejaxrl, config["ENV_NAME"], args.hidden)
-    keys = jax.random.split(jax.random.PRNGKey(0), args.seeds)
+    keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
     start = time.perf_counter()
     compiled = jax.jit(jax.vmap(make_train(dict(config)))).lower(keys).compile()
     compile_seconds = time.perf_counter() - start
