@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config.config import check_range
 from batchrl.core import Algorithm, Policy
 from batchrl.parts import summary
 from batchrl.parts.untracked import Untracked

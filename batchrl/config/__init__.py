@@ -1,20 +1,28 @@
 """Configs: the read-only `Config`, the schema in `default.yaml`, presets, overrides, the registry.
 
-`config.py` holds the object and its errors; `schema.py` checks a tree of values against
-`batchrl/configs/default.yaml`, where a key's type is its default's; `loading.py` builds a
-config from a preset chain and `dotted.key=value` overrides and writes a run's resolved
-config atomically; `members.py` reads a population's member seeds and per-member lists
-of settings; `sweeps.py` turns `--sweep`s into one population and refuses sweeps of keys
-the members cannot differ in; `registry.py` names algorithms,
-runners, networks and environment families by 'package.module:Name' strings, so that
-nothing here imports them;
-`run_config.py` loads the config of a whole run and checks it against the algorithm's and
-runner's sections, the environments and the networks (the one module here that calls
-into `batchrl.tools` and `batchrl.networks`, inside its checks). The YAML presets
-themselves are package data in `batchrl/configs/`. Nothing here imports TensorFlow.
+`config.py` holds the object, its errors and the range checks every section uses;
+`schema.py` checks a tree of values against `batchrl/configs/default.yaml`, where a key's
+type is its default's; `loading.py` builds a config from a preset chain and
+`dotted.key=value` overrides and writes a run's resolved config atomically; `members.py`
+reads a population's member seeds and per-member lists of settings; `sweeps.py` turns
+`--sweep`s into one population and refuses sweeps of keys the members cannot differ in;
+`registry.py` resolves the names of algorithms, runners, networks, environments and
+section checks from the entry points that setup.cfg (or a user's package) declares, so
+that nothing here names or imports a component; `run_config.py` loads the config of a
+whole run and checks it: its own generic sections, then each component it names checks
+its own (`check_config` of the algorithm and runner classes, and the registered section
+checks of `env` and `network`). The YAML presets themselves are package data in
+`batchrl/configs/`. Nothing here imports TensorFlow.
 """
 
-from batchrl.config.config import Config, ConfigError, check_choice
+from batchrl.config.config import (
+    Config,
+    ConfigError,
+    check_choice,
+    check_range,
+    require,
+    require_positive,
+)
 from batchrl.config.loading import (
     Sources,
     default_config_dir,
@@ -38,13 +46,13 @@ from batchrl.config.registry import (
     GYMNASIUM_FAMILIES,
     NETWORKS,
     RUNNERS,
+    SECTIONS,
     Registry,
     load_entry_point,
 )
 from batchrl.config.run_config import (
     algorithm_class,
     algorithm_section,
-    check_range,
     check_run_config,
     load_run_config,
     load_saved_run_config,
@@ -59,6 +67,7 @@ __all__ = [
     "GYMNASIUM_FAMILIES",
     "NETWORKS",
     "RUNNERS",
+    "SECTIONS",
     "Config",
     "ConfigError",
     "Registry",
@@ -83,6 +92,8 @@ __all__ = [
     "peek",
     "peek_resolved",
     "preset_path",
+    "require",
+    "require_positive",
     "runner_class",
     "save_config",
     "sweep_overrides",

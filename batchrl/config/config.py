@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import io
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import ruamel.yaml
@@ -18,6 +18,35 @@ def check_choice(key: str, value, choices) -> None:
     """Raises ConfigError naming `key` and the valid `choices` when `value` is not one."""
     if value not in choices:
         raise ConfigError(f"Invalid {key}={value!r}; valid choices are {list(choices)}.")
+
+
+def require(ok: bool, key: str, value: Any, valid: str) -> None:
+    """Raises ConfigError naming `key`, its `value` and what is `valid`, unless `ok`."""
+    if not ok:
+        raise ConfigError(f"Invalid {key}={value!r}; it must be {valid}.")
+
+
+def require_positive(section: Mapping, prefix: str, *keys: str) -> None:
+    """Raises ConfigError naming the first of `keys` of `section` that is not positive."""
+    for key in keys:
+        require(section[key] > 0, f"{prefix}.{key}", section[key], "positive")
+
+
+def check_range(section: Mapping, prefix: str, ranges: dict[str, tuple[Callable, str]]) -> None:
+    """Checks keys of `section` against ranges: key -> (predicate, description).
+
+    Args:
+      section: e.g. `config.ppo`.
+      prefix: its name, for messages ('ppo').
+      ranges: key -> (predicate on the value, what is valid, e.g. 'in (0, 1]').
+
+    Raises:
+      ConfigError: naming the first key whose value fails its predicate.
+    """
+    for key, (predicate, valid) in ranges.items():
+        value = section[key]  # A tuple gives each member of a population its value.
+        values = value if isinstance(value, tuple) else (value,)
+        require(all(predicate(x) for x in values), f"{prefix}.{key}", value, valid)
 
 
 class Config(Mapping):

@@ -5,19 +5,22 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from batchrl.config import loading
-from batchrl.config.config import Config, ConfigError, check_choice
+from batchrl.config.config import (
+    Config,
+    ConfigError,
+    require,
+    require_positive,
+)
 from batchrl.config.loading import Sources
 from batchrl.config.members import check_member_lists
-from batchrl.config.registry import ALGORITHMS, NETWORKS, RUNNERS
+from batchrl.config.registry import ALGORITHMS, RUNNERS, SECTIONS
 from batchrl.config.sweeps import check_swept_keys, parse_sweeps, sweep_overrides
 
-BACKENDS = ("gymnasium", "tensorflow")
-ENGINES = ("gymnasium", "envpool")
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
 # algorithm's own section.
 _OLD_KEYS = {
@@ -132,27 +135,9 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
         algorithm_section(config),
         getattr(algo_cls, "member_keys", ()),
     )
-    _check_env(config.env, config.train)
+    for name in SECTIONS.names:  # The env and network sections, by their owners' checks.
+        SECTIONS.resolve(name)(config)
     _check_train(config.train)
-    _check_network(config.network)
-    if config.network.torso != "none" and config.algorithm.name != "impala":
-        raise ConfigError(
-            f"network.torso={config.network.torso!r} is built by IMPALA only "
-            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; "
-            "use network.torso='none'."
-        )
-    if config.network.shared_body and config.algorithm.name != "impala":
-        raise ConfigError(
-            "network.shared_body=true (one body under the policy and the baseline) is built "
-            "by IMPALA only (algorithm.name='impala'), not "
-            f"algorithm.name={config.algorithm.name!r}; use network.shared_body=false."
-        )
-    if config.network.core != "none" and config.algorithm.name != "impala":
-        raise ConfigError(
-            f"network.core={config.network.core!r} is built by IMPALA only "
-            f"(algorithm.name='impala'), not algorithm.name={config.algorithm.name!r}; use "
-            "network.core='none' (PPO's recurrent policies: network.name='lstm' or 'gru')."
-        )
     _check_population(config)
     _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
     algo_cls.check_config(config)
@@ -205,8 +190,10 @@ def _section_of(algo_cls: type, name: str) -> str:
 
 
 def _extra_sections(algo_name: Any) -> dict[str, dict]:
-    """The schema of a user's algorithm's own section, if it declares one."""
-    if not isinstance(algo_name, str) or ALGORITHMS.is_registered(algo_name):
+    """The schema of an algorithm's own section, if its class declares one
+    (`config_defaults`: a user's algorithm, registered by entry point or named by
+    'package.module:Class'); the sections of batchrl's own are in default.yaml."""
+    if not isinstance(algo_name, str):
         return {}
     algo_cls = ALGORITHMS.resolve(algo_name)
     defaults = getattr(algo_cls, "config_defaults", None)
@@ -277,142 +264,23 @@ def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None
                 )
 
 
-def _require(ok: bool, key: str, value: Any, valid: str) -> None:
-    if not ok:
-        raise ConfigError(f"Invalid {key}={value!r}; it must be {valid}.")
-
-
-def _positive(section: Config, prefix: str, *keys: str) -> None:
-    for key in keys:
-        _require(section[key] > 0, f"{prefix}.{key}", section[key], "positive")
-
-
-def check_range(section: Config, prefix: str, ranges: dict[str, Callable | tuple]) -> None:
-    """Checks keys of `section` against ranges: key -> (predicate, description).
-
-    Args:
-      section: e.g. `config.ppo`.
-      prefix: its name, for messages ('ppo').
-      ranges: key -> (predicate on the value, what is valid, e.g. 'in (0, 1]').
-
-    Raises:
-      ConfigError: naming the first key whose value fails its predicate.
-    """
-    for key, (predicate, valid) in ranges.items():
-        value = section[key]  # A tuple gives each member of a population its value.
-        values = value if isinstance(value, tuple) else (value,)
-        _require(all(predicate(x) for x in values), f"{prefix}.{key}", value, valid)
-
-
-def _check_env(env: Config, train: Config) -> None:
-    from batchrl.tools.environments import check_env_id, check_tensorflow_env_id
-
-    check_choice("env.backend", env.backend, BACKENDS)
-    check_choice("env.engine", env.engine, ENGINES)
-    _check_topologies(env)
-    _positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
-    _require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
-    _require(env.worker_timeout > 0, "env.worker_timeout", env.worker_timeout, "> 0 seconds")
-    if env.backend == "tensorflow":
-        if env.engine != "gymnasium":
-            raise ConfigError(
-                f"env.engine={env.engine!r} steps Python environments; env.backend="
-                "'tensorflow' steps them in TensorFlow ops. Use env.engine='gymnasium' with it."
-            )
-        check_tensorflow_env_id(env.id)
-        if env.eval_on_gymnasium:
-            check_env_id(env.id)
-    else:
-        check_env_id(env.id)
-        _check_atari(env)
-        if env.engine == "envpool":
-            from batchrl.tools.envpool_batch_env import envpool_task
-
-            envpool_task(env.id.rpartition(":")[2])  # Atari, EnvPool installed and has it.
-        if train.jit_compile:
-            raise ConfigError(
-                "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
-                "Python callback that steps Gymnasium environments."
-            )
-    if train.eval_jit_compile and (
-        env.backend != "tensorflow" or (env.eval_on_gymnasium and not train.jit_compile)
-    ):
-        raise ConfigError(
-            "train.eval_jit_compile=true needs evaluations on the TensorFlow port: "
-            "env.backend='tensorflow', and env.eval_on_gymnasium=false or "
-            f"train.jit_compile=true (got env.backend={env.backend!r}, "
-            f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
-            f"train.jit_compile={train.jit_compile})."
-        )
-
-
-def _check_atari(env: Config) -> None:
-    """The keys only Atari games read: refused for other environments, ranges checked."""
-    from batchrl.tools.atari import is_atari
-
-    sticky = env.repeat_action_probability
-    if not is_atari(env.id.rpartition(":")[2]):
-        for key, unset in (
-            ("repeat_action_probability", None),
-            ("full_action_space", False),
-            ("episodic_life", False),
-        ):
-            if env[key] != unset:
-                raise ConfigError(
-                    f"env.{key}={env[key]!r} is read by Atari games (ale-py ids such as "
-                    f"PongNoFrameskip-v4) only, and env.id={env.id!r} is not one; remove it."
-                )
-        return
-    _require(
-        sticky is None
-        or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool) and 0 <= sticky <= 1),
-        "env.repeat_action_probability",
-        sticky,
-        "~ (the id's own) or a probability in [0, 1]",
-    )
-
-
-MIXED_ROUTING = "batchrl/Routing-v0"
-
-
-def _check_topologies(env: Config) -> None:
-    """`env.topologies` goes with env.id batchrl/Routing-v0 and names loadable topologies."""
-    topologies = list(env.get("topologies", ()))
-    if (env.id == MIXED_ROUTING) != bool(topologies):
-        raise ConfigError(
-            f"env.id={env.id!r} with env.topologies={topologies}: a mixed routing batch is "
-            f"env.id={MIXED_ROUTING!r} with a non-empty env.topologies list (e.g. "
-            "[nsfnet, geant2]); other environments take no env.topologies."
-        )
-    if topologies and (env.backend != "tensorflow" or env.eval_on_gymnasium):
-        raise ConfigError(
-            f"env.topologies={topologies} needs env.backend='tensorflow' and "
-            "env.eval_on_gymnasium=false: mixed batches exist only in TensorFlow ops."
-        )
-    if topologies:  # Imported only then: loading other configs stays light.
-        from batchrl.envs.routing.topology import check_topology_source
-    for i, source in enumerate(topologies):
-        try:
-            check_topology_source(source)
-        except ValueError as error:
-            raise ConfigError(f"env.topologies[{i}]={source!r}: {error}") from None
-
-
 def _check_train(train: Config) -> None:
-    _positive(train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes")
-    _require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
-    _require(train.max_seconds >= 0, "train.max_seconds", train.max_seconds, ">= 0 (0: no budget)")
-    _require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
+    require_positive(
+        train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes"
+    )
+    require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
+    require(train.max_seconds >= 0, "train.max_seconds", train.max_seconds, ">= 0 (0: no budget)")
+    require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
 
 
 def _check_population(config: Config) -> None:
     """Refuses what a population (`train.population` > 1) cannot train yet, naming the key."""
     population = config.train.population
-    _require(population >= 1, "train.population", population, ">= 1")
+    require(population >= 1, "train.population", population, ">= 1")
     if population == 1:
         return
     if not config.train.seeds:
-        _require(
+        require(
             config.train.seed + population <= 2**31,
             "train.seed",
             config.train.seed,
@@ -441,75 +309,29 @@ def _check_population(config: Config) -> None:
 def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
     """Refuses population-based training settings it cannot run, naming the key."""
     pbt, train = config.pbt, config.train
-    _require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
     probability = pbt.resample_probability
-    _require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
+    require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
     if not pbt.interval:
         return
-    _require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
-    _require(
+    require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
+    require(
         train.eval_every > 0 and pbt.interval % train.eval_every == 0,
         "pbt.interval",
         pbt.interval,
         f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
         "latest evaluation)",
     )
-    _require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
+    require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
     for key in pbt.perturb:
         if key not in keys:
             raise ConfigError(
                 f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
                 f"population-based training perturbs; valid keys are {list(keys)}."
             )
-    _require(
+    require(
         bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
         "pbt.factors",
         list(pbt.factors),
         "a list of positive numbers",
     )
-
-
-def _check_core_inputs(network: Config) -> None:
-    """`network.core_inputs`: distinct names of `CORE_INPUTS`, and only with a core."""
-    from batchrl.networks.factory import CORE_INPUTS
-
-    inputs = list(network.core_inputs)
-    for name in inputs:
-        check_choice("network.core_inputs", name, CORE_INPUTS)
-    if len(set(inputs)) < len(inputs):
-        raise ConfigError(f"network.core_inputs={inputs} names an input twice.")
-    if inputs and network.core == "none":
-        raise ConfigError(
-            f"network.core_inputs={inputs} are inputs of the recurrent core: set "
-            "network.core to 'lstm' or 'gru', or network.core_inputs=[]."
-        )
-
-
-def _check_network(network: Config) -> None:
-    from batchrl.networks.mlp import ACTIVATIONS
-
-    NETWORKS.resolve(network.name)
-    check_choice("network.activation", network.activation, sorted(ACTIVATIONS))
-    for key in ("policy_layers", "value_layers", "conv_filters"):
-        _require(
-            all(units > 0 for units in network[key]),
-            f"network.{key}",
-            list(network[key]),
-            "a list of positive sizes",
-        )
-    _require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
-    check_choice("network.torso", network.torso, ("none", "shallow", "deep"))
-    check_choice("network.core", network.core, ("none", "gru", "lstm"))
-    _require(network.core_size > 0, "network.core_size", network.core_size, "> 0")
-    _require(
-        isinstance(network.shared_body, bool),
-        "network.shared_body",
-        network.shared_body,
-        "true or false",
-    )
-    _check_core_inputs(network)
-    if network.torso != "none" and network.conv_filters:
-        raise ConfigError(
-            f"network.torso={network.torso!r} brings its own convolutions; set "
-            f"network.conv_filters=[] (got {list(network.conv_filters)})."
-        )

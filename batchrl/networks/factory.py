@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.config import ConfigError
+from batchrl.config import ConfigError, check_choice, require
 from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
 from batchrl.networks.convnets import TORSOS
-from batchrl.networks.mlp import MLP, SharedBodyNetwork
+from batchrl.networks.mlp import ACTIVATIONS, MLP, SharedBodyNetwork
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
 
@@ -286,3 +286,70 @@ def make_network(
 def is_recurrent(network) -> bool:
     """Whether `network.name` names a recurrent network (one with a state)."""
     return network.name in ("gru", "lstm")
+
+
+def check_network_section(config) -> None:
+    """Raises ConfigError on a `network` section no network can be built from, naming the
+    key; without building one."""
+    network, algorithm = config.network, config.algorithm.name
+    NETWORKS.resolve(network.name)
+    check_choice("network.activation", network.activation, sorted(ACTIVATIONS))
+    for key in ("policy_layers", "value_layers", "conv_filters"):
+        require(
+            all(units > 0 for units in network[key]),
+            f"network.{key}",
+            list(network[key]),
+            "a list of positive sizes",
+        )
+    require(network.recurrent_units > 0, "network.recurrent_units", network.recurrent_units, "> 0")
+    check_choice("network.torso", network.torso, ("none", *TORSOS))
+    check_choice("network.core", network.core, ("none", *CELLS))
+    require(network.core_size > 0, "network.core_size", network.core_size, "> 0")
+    require(
+        isinstance(network.shared_body, bool),
+        "network.shared_body",
+        network.shared_body,
+        "true or false",
+    )
+    _check_core_inputs(network)
+    if network.torso != "none" and network.conv_filters:
+        raise ConfigError(
+            f"network.torso={network.torso!r} brings its own convolutions; set "
+            f"network.conv_filters=[] (got {list(network.conv_filters)})."
+        )
+    # The torso, the core and the shared body are IMPALA's network (Espeholt et al. 2018).
+    impala_only = (
+        ("torso", network.torso != "none", f"{network.torso!r}", "'none'"),
+        (
+            "shared_body",
+            network.shared_body,
+            "true (one body under the policy and the baseline)",
+            "false",
+        ),
+        (
+            "core",
+            network.core != "none",
+            f"{network.core!r}",
+            "'none' (PPO's recurrent policies: network.name='lstm' or 'gru')",
+        ),
+    )
+    for key, chosen, value, off in impala_only:
+        if chosen and algorithm != "impala":
+            raise ConfigError(
+                f"network.{key}={value} is built by IMPALA only (algorithm.name='impala'), "
+                f"not algorithm.name={algorithm!r}; use network.{key}={off}."
+            )
+
+
+def _check_core_inputs(network) -> None:
+    """`network.core_inputs`: distinct names of `CORE_INPUTS`, and only with a core."""
+    inputs = list(network.core_inputs)
+    for name in inputs:
+        check_choice("network.core_inputs", name, CORE_INPUTS)
+    if len(set(inputs)) < len(inputs):
+        raise ConfigError(f"network.core_inputs={inputs} names an input twice.")
+    if inputs and network.core == "none":
+        raise ConfigError(
+            f"network.core_inputs={inputs} are inputs of the recurrent core: set "
+            "network.core to 'lstm' or 'gru', or network.core_inputs=[]."
+        )

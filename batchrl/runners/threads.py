@@ -13,7 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import algorithm_section, check_range
+from batchrl.config.config import check_range
+from batchrl.config.run_config import algorithm_section
 from batchrl.core import Learner, Trainer
 from batchrl.parts import summary
 from batchrl.runners.dynamic_batching import DynamicBatcher

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from batchrl.config.config import ConfigError
+from batchrl.config.config import ConfigError, check_choice, require, require_positive
 from batchrl.config.registry import ENVIRONMENTS, GYMNASIUM_FAMILIES
 from batchrl.tools.atari import is_atari, make_atari
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
@@ -307,3 +307,100 @@ def check_tensorflow_env_id(env_id: str) -> None:
             f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow' ({error}); "
             "use env.backend='gymnasium' for Gymnasium's environments."
         ) from None
+
+
+BACKENDS = ("gymnasium", "tensorflow")
+ENGINES = ("gymnasium", "envpool")
+
+
+def check_env_section(config) -> None:
+    """Raises ConfigError on an `env` section no run can step, naming the key.
+
+    The environment's own checks run too: an environment in TensorFlow ops whose class has
+    `check_config(env)` checks the keys only it reads (routing's mixed batches check
+    `env.topologies`); any other environment takes no `env.topologies`.
+    """
+    env, train = config.env, config.train
+    check_choice("env.backend", env.backend, BACKENDS)
+    check_choice("env.engine", env.engine, ENGINES)
+    require_positive(env, "env", "num_envs", "envs_per_process", "eval_envs")
+    require(env.max_episode_steps >= 0, "env.max_episode_steps", env.max_episode_steps, ">= 0")
+    require(env.worker_timeout > 0, "env.worker_timeout", env.worker_timeout, "> 0 seconds")
+    topologies = list(env.get("topologies", ()))
+    if env.backend == "tensorflow":
+        if env.engine != "gymnasium":
+            raise ConfigError(
+                f"env.engine={env.engine!r} steps Python environments; env.backend="
+                "'tensorflow' steps them in TensorFlow ops. Use env.engine='gymnasium' with it."
+            )
+        check_tensorflow_env_id(env.id)
+        own_check = getattr(ENVIRONMENTS.resolve(env.id), "check_config", None)
+        if own_check is not None:
+            own_check(env)
+        elif topologies:
+            readers = [n for n in ENVIRONMENTS.names if _has_own_check(ENVIRONMENTS, n)]
+            raise ConfigError(
+                f"env.id={env.id!r} takes no env.topologies (got {topologies}): only "
+                f"environments that build mixed batches read them ({readers}); set "
+                "env.topologies: [] or another env.id."
+            )
+        if env.eval_on_gymnasium:
+            check_env_id(env.id)
+    else:
+        if topologies:
+            raise ConfigError(
+                f"env.topologies={topologies} needs env.backend='tensorflow': mixed batches "
+                "exist only in TensorFlow ops."
+            )
+        check_env_id(env.id)
+        _check_atari_keys(env)
+        if env.engine == "envpool":
+            from batchrl.tools.envpool_batch_env import envpool_task
+
+            envpool_task(env.id.rpartition(":")[2])  # Atari, EnvPool installed and has it.
+        if train.jit_compile:
+            raise ConfigError(
+                "train.jit_compile=true needs env.backend='tensorflow': XLA cannot compile the "
+                "Python callback that steps Gymnasium environments."
+            )
+    if train.eval_jit_compile and (
+        env.backend != "tensorflow" or (env.eval_on_gymnasium and not train.jit_compile)
+    ):
+        raise ConfigError(
+            "train.eval_jit_compile=true needs evaluations on the TensorFlow port: "
+            "env.backend='tensorflow', and env.eval_on_gymnasium=false or "
+            f"train.jit_compile=true (got env.backend={env.backend!r}, "
+            f"env.eval_on_gymnasium={env.eval_on_gymnasium}, "
+            f"train.jit_compile={train.jit_compile})."
+        )
+
+
+def _has_own_check(registry, name: str) -> bool:
+    try:
+        return hasattr(registry.resolve(name), "check_config")
+    except ConfigError:  # A registered environment whose package is missing.
+        return False
+
+
+def _check_atari_keys(env) -> None:
+    """The keys only Atari games read: refused for other environments, ranges checked."""
+    sticky = env.repeat_action_probability
+    if not is_atari(env.id.rpartition(":")[2]):
+        for key, unset in (
+            ("repeat_action_probability", None),
+            ("full_action_space", False),
+            ("episodic_life", False),
+        ):
+            if env[key] != unset:
+                raise ConfigError(
+                    f"env.{key}={env[key]!r} is read by Atari games (ale-py ids such as "
+                    f"PongNoFrameskip-v4) only, and env.id={env.id!r} is not one; remove it."
+                )
+        return
+    require(
+        sticky is None
+        or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool) and 0 <= sticky <= 1),
+        "env.repeat_action_probability",
+        sticky,
+        "~ (the id's own) or a probability in [0, 1]",
+    )

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
-EXAMPLE = EXAMPLES / "reinforce.py"
+PACKAGE = EXAMPLES / "reinforce"  # A package of its own: pyproject.toml and reinforce.py.
+EXAMPLE = PACKAGE / "reinforce.py"
 
 
 @pytest.mark.slow  # A long learning run: .ci/run's second stage.
@@ -60,7 +61,7 @@ def test_train_script_trains_the_example_by_entry_point(tmp_path):
         "--set",
         "train.eval_every=0",
     ]
-    env = dict(os.environ, PYTHONPATH=str(EXAMPLES), TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     config = (tmp_path / "run" / "config.yaml").read_text()
@@ -69,3 +70,34 @@ def test_train_script_trains_the_example_by_entry_point(tmp_path):
     # From about 22 (random actions) to several times that in 40k steps.
     assert np.mean(returns[:3]) < 40 and np.mean(returns[-3:]) > 60, returns
     assert (tmp_path / "run" / "policy" / "saved_model.pb").exists()
+
+
+def test_installed_package_registers_by_entry_point_and_its_section_is_checked(tmp_path):
+    """`pip install` of examples/reinforce declares `reinforce` in the entry-point group
+    batchrl.algorithms: a config names it so, its section's defaults come from the
+    class, and a bad value of its own key is refused at load, naming the key; nothing
+    under batchrl/ names it."""
+    site = tmp_path / "site"
+    install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    install += ["--no-build-isolation", "--no-index", "--target", str(site), str(PACKAGE)]
+    done = subprocess.run(install, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "batchrl.algorithms" in next(site.glob("*.dist-info/entry_points.txt")).read_text()
+    env = dict(os.environ, PYTHONPATH=str(site), TF_CPP_MIN_LOG_LEVEL="3")
+    probe = (
+        "from batchrl.config import ALGORITHMS, load_run_config\n"
+        "assert ALGORITHMS.is_registered('reinforce'), ALGORITHMS.names\n"
+        "config = load_run_config('cartpole', ['algorithm.name=reinforce'])\n"
+        "print(dict(config.reinforce))\n"
+        "try:\n"
+        "    load_run_config('cartpole', ['algorithm.name=reinforce', 'reinforce.discount=1.5'])\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    defaults, refusal = done.stdout.strip().splitlines()[-2:]
+    assert defaults == "{'learning_rate': 0.002, 'discount': 0.99, 'max_length': 500}"
+    assert refusal == "ConfigError Invalid reinforce.discount=1.5; it must be in [0, 1]."

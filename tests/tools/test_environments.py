@@ -12,7 +12,7 @@ from batchrl.tools.environments import check_env_id, make_env
 
 @pytest.fixture
 def probe_family(monkeypatch):
-    entries = dict(GYMNASIUM_FAMILIES._entries)
+    entries = dict(GYMNASIUM_FAMILIES.entries())
     monkeypatch.setattr(GYMNASIUM_FAMILIES, "_entries", entries)
     GYMNASIUM_FAMILIES.register("Probe/", "tests.tools._envs:register_probe_family")
     yield
@@ -34,7 +34,7 @@ def test_an_id_of_no_family_is_still_refused_with_suggestions(probe_family):
 
 
 def test_a_family_whose_package_is_missing_names_the_id_and_the_package(monkeypatch):
-    entries = dict(GYMNASIUM_FAMILIES._entries)
+    entries = dict(GYMNASIUM_FAMILIES.entries())
     monkeypatch.setattr(GYMNASIUM_FAMILIES, "_entries", entries)
     GYMNASIUM_FAMILIES.register("Absent/", "no_such_package.gym:register_envs")
     with pytest.raises(ConfigError) as error:

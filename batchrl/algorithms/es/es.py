@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import utility
 from batchrl.config import ENVIRONMENTS, ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config.config import check_range
 from batchrl.core import Algorithm, Policy, Trainer
 from batchrl.networks import PopulationNetwork, action_size, to_action
 from batchrl.networks.factory import (

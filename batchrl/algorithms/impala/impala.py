@@ -7,7 +7,7 @@ import tensorflow as tf
 from batchrl.algorithms.impala import utility, vtrace
 from batchrl.algorithms.impala.behaviour_policy import ImpalaBehaviourPolicy
 from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config.config import check_range
 from batchrl.core import Algorithm, Learner, Policy
 from batchrl.networks import MLP, batch_apply, make_torso
 from batchrl.parts import optimizers, summary

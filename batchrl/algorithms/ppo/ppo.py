@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.ppo import utility
 from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import check_range
+from batchrl.config.config import check_range
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
 from batchrl.networks import (
     MLP,

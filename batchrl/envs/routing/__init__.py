@@ -29,7 +29,8 @@ from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 
 # Importing this package registers the Gymnasium ids of `RoutingEnv`; without the import,
 # gymnasium.make("batchrl.envs.routing:batchrl/Routing-NSFNET-v0") imports it first, and
-# batchrl's `make_env` calls `register_gym_ids` (`GYMNASIUM_FAMILIES` names it).
+# batchrl's `make_env` calls `register_gym_ids` (its entry point in the group
+# batchrl.gymnasium_families names it, in setup.cfg).
 GYM_IDS = {"nsfnet": "batchrl/Routing-NSFNET-v0", "geant2": "batchrl/Routing-GEANT2-v0"}
 
 

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import gymnasium as gym
 import tensorflow as tf
 
+from batchrl.config import ConfigError
 from batchrl.envs.routing.observation import DEMANDS, MAX_DEMAND, observation_space
 from batchrl.envs.routing.path_masks import PathMasks
-from batchrl.envs.routing.topology import Topology, load_topology
+from batchrl.envs.routing.topology import Topology, check_topology_source, load_topology
 from batchrl.envs.routing.topology_set import TopologySet, make_topology_set
 from batchrl.tools.in_graph_env import InGraphEnv
 
@@ -59,6 +60,30 @@ class Routing(InGraphEnv):
     """
 
     resets_by_mask = True
+
+    @classmethod
+    def check_config(cls, env) -> None:
+        """Raises ConfigError unless `env.topologies` lists a mixed batch's topologies.
+
+        Args:
+          env: the `env` section of a config naming this environment (batchrl/Routing-v0).
+        """
+        topologies = list(env.topologies)
+        if not topologies:
+            raise ConfigError(
+                f"env.id={env.id!r} routes a mixed batch: it needs a non-empty env.topologies "
+                "list, e.g. [nsfnet, geant2]."
+            )
+        if env.eval_on_gymnasium:
+            raise ConfigError(
+                f"env.topologies={topologies} needs env.eval_on_gymnasium=false: mixed batches "
+                "exist only in TensorFlow ops."
+            )
+        for i, source in enumerate(topologies):
+            try:
+                check_topology_source(source)
+            except ValueError as error:
+                raise ConfigError(f"env.topologies[{i}]={source!r}: {error}") from None
 
     def __init__(
         self,

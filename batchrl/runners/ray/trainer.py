@@ -7,7 +7,8 @@ import functools
 import ray
 
 from batchrl.config import ConfigError, check_choice
-from batchrl.config.run_config import algorithm_class, algorithm_section, check_range
+from batchrl.config.config import check_range
+from batchrl.config.run_config import algorithm_class, algorithm_section
 from batchrl.core import Learner, RolloutLearner, Trainer
 from batchrl.runners.ray.actors import connect
 from batchrl.runners.ray.apex import RayApex

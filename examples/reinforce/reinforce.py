@@ -1,10 +1,15 @@
 """A complete custom algorithm: REINFORCE with a running-mean baseline, for Discrete actions.
 
-Run it with `python examples/reinforce.py`, or through the train script, which finds it by
-entry point and reads its own config section (`reinforce`):
+Run it alone with `python examples/reinforce/reinforce.py`. Installed as a package
+(`pip install -e examples/reinforce`, whose pyproject.toml declares the entry point),
+the train script knows it by name and reads and checks its own config section
+(`reinforce`):
 
-    PYTHONPATH=examples python -m batchrl.scripts.train --config=cartpole \
-        --set algorithm.name=reinforce:Reinforce --set reinforce.learning_rate=3e-3
+    python -m batchrl.scripts.train --config=cartpole \
+        --set algorithm.name=reinforce --set reinforce.learning_rate=3e-3
+
+Without installing it, a config can name it by module and class instead:
+`PYTHONPATH=examples/reinforce ... --set algorithm.name=reinforce:Reinforce`.
 """
 
 import gymnasium as gym
@@ -27,10 +32,18 @@ class Reinforce(Algorithm, Policy):
 
     @classmethod
     def check_config(cls, config):
-        from batchrl.config import ConfigError
+        """Refuses, naming the key, a value of its own section it cannot train with."""
+        from batchrl.config import check_range
 
-        if not config.reinforce.learning_rate > 0:
-            raise ConfigError(f"reinforce.learning_rate={config.reinforce.learning_rate} <= 0.")
+        check_range(
+            config.reinforce,
+            "reinforce",
+            {
+                "learning_rate": (lambda x: x > 0, "> 0"),
+                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+                "max_length": (lambda x: x >= 1, ">= 1 (steps)"),
+            },
+        )
 
     def __init__(self, batch_env, config=None, step=None, seed=0):
         super().__init__()
