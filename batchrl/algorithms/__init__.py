@@ -1,9 +1,11 @@
 """The algorithms: one folder each (ppo/, impala/, es/, dqn/, sac/ with TD3), each a learner.
 
 A folder holds the algorithm's class, which reads like its paper (collect, targets,
-update, report), the pure math in `utility.py` (or `vtrace.py`) and a README.md with the
-paper and every deviation from it. What a second algorithm needs lives in `batchrl.parts`;
-how the work is spread over threads or machines lives in `batchrl.runners`.
+update, report), the pure math as functions of tensors in modules of their own (PPO's
+`advantages.py` and `losses.py`, IMPALA's `vtrace.py`, the others' `utility.py`) and a
+README.md with the paper and every deviation from it. What a second algorithm needs lives
+in `batchrl.parts`; how the work is spread over threads or machines lives in
+`batchrl.runners`.
 """
 
 from batchrl.algorithms.dqn import DQN

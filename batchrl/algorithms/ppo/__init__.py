@@ -1,8 +1,8 @@
 """BatchPPO: proximal policy optimization in the graph."""
 
-from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo import advantages, gsde, losses
 from batchrl.algorithms.ppo.member_policy import MemberPolicy
 from batchrl.algorithms.ppo.population import PopulationPPO
 from batchrl.algorithms.ppo.ppo import PPO
 
-__all__ = ["PPO", "MemberPolicy", "PopulationPPO", "utility"]
+__all__ = ["PPO", "MemberPolicy", "PopulationPPO", "advantages", "gsde", "losses"]

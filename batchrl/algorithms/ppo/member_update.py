@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
-from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo import losses
 from batchrl.algorithms.ppo.member_networks import MemberNetworks
 from batchrl.algorithms.ppo.member_settings import MemberSettings
 from batchrl.algorithms.ppo.ppo import METRICS, minibatch_loss
@@ -136,7 +136,7 @@ class MemberUpdate:
         variables = self._nets.trainable
         gradients = tape.gradient(total, variables)
         max_grad_norm = self._settings.get("max_grad_norm")
-        gradients, grad_norm = utility.clip_by_member_norm(gradients, max_grad_norm)
+        gradients, grad_norm = losses.clip_by_member_norm(gradients, max_grad_norm)
         self._optimizer.apply_gradients(zip(gradients, variables))
         return dict(metrics, grad_norm=grad_norm)
 

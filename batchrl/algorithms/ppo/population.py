@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchrl.algorithms.ppo import layout, utility
+from batchrl.algorithms.ppo import advantages, gsde, layout, losses
 from batchrl.algorithms.ppo.core_states import CoreStates
 from batchrl.algorithms.ppo.layout import MemberLayout
 from batchrl.algorithms.ppo.member_networks import MemberNetworks
@@ -30,8 +30,8 @@ class PopulationPPO(Algorithm, Policy):
     tensor [M]. It computes what `PPO` computes for its seed (`member_seeds`: seed + m,
     or `train.seeds[m]`) and its settings: it starts from the networks PPO builds under
     that global seed, samples actions with the same stateless seeds, shuffles with the
-    same permutations, and its losses are `minibatch_loss`, each member's in a `tf.map_fn`
-    (`MemberUpdate`). The members' losses are summed: each member's parameters get
+    same permutations, and its losses are `minibatch_loss`, all members' at once along
+    the member axis (`MemberUpdate`). The members' losses are summed: each member's parameters get
     its own loss's gradient.
 
     Tensors carry the member axis first, [M, ...]; the environments' agents are
@@ -144,7 +144,7 @@ class PopulationPPO(Algorithm, Policy):
     def _explore(self, output):
         """gSDE's samples [M, B, A], each agent's matrix drawn as PPO's `_explore` draws
         it, member m's from its own stream and sigma."""
-        noise, age = utility.hold_noise(
+        noise, age = gsde.hold_noise(
             held=self._noise.read_value(),  # [M, B, L, A]
             fresh=self._nets.draw_noise(self._batch_size, self._seeds()),
             age=self._noise_age.read_value(),  # [M, B]
@@ -204,7 +204,7 @@ class PopulationPPO(Algorithm, Policy):
         steps = batch["reward"].shape[0]
         value = lay.to_time(self._nets.value_of(lay.to_members(batch["observ"])))  # [T, M B]
         next_value = lay.to_time(self._nets.value_of(lay.to_members(batch["next_observ"])))
-        advantage = utility.gae(
+        advantage = advantages.gae(
             batch["reward"],
             value,
             next_value,
@@ -223,9 +223,9 @@ class PopulationPPO(Algorithm, Policy):
         }
         data = {key: lay.to_members(v) for key, v in data.items()}  # [M, T B, ...]
         if cfg.normalize_advantage:
-            data["advantage"] = tf.vectorized_map(utility.normalize_advantage, data["advantage"])
+            data["advantage"] = tf.vectorized_map(advantages.normalize_advantage, data["advantage"])
         explained_variance = tf.vectorized_map(
-            lambda pair: utility.explained_variance(*pair), (data["old_value"], data["target"])
+            lambda pair: advantages.explained_variance(*pair), (data["old_value"], data["target"])
         )  # [M]
         old_log_std = None if self.log_std is None else tf.identity(self.log_std)
         rates = settings.learning_rate(self._step, self._total_steps)
@@ -240,7 +240,7 @@ class PopulationPPO(Algorithm, Policy):
         kl = self._update.mean_kl(data, old_log_std, states)  # [M]
         if cfg.objective == "kl_penalty":
             kl_target = settings.get("kl_target")
-            self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, kl_target))
+            self.penalty.assign(losses.update_penalty_coefficient(self.penalty, kl, kl_target))
         metrics["kl"] = kl
         metrics["explained_variance"] = explained_variance
         values = dict(

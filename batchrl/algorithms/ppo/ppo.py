@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import tensorflow as tf
 
-from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo import advantages, gsde, losses
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.config import check_range
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
@@ -326,7 +326,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         rollout_start = False  # Episode-mode rollouts have no fixed start.
         if self._cfg.update_mode == "steps":
             rollout_start = tf.equal(self.rollout.step, 0)
-        noise, age = utility.hold_noise(
+        noise, age = gsde.hold_noise(
             held=tf.gather(self._noise, agent_indices),  # [K, L, A]
             fresh=self.head.draw_noise(tf.size(agent_indices), self._seed()),
             age=tf.gather(self._noise_age, agent_indices),  # [K] steps acted with its theta
@@ -429,7 +429,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             mask = tf.range(steps)[:, None] < length[None, :]  # [T, N]
         value = self._value(batch["observ"])  # [T, N]
         next_value = self._value(batch["next_observ"])  # [T, N]
-        advantage = utility.gae(
+        advantage = advantages.gae(
             batch["reward"],
             value,
             next_value,
@@ -440,7 +440,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         )  # [T, N]
         target = advantage + value  # [T, N]
         if cfg.normalize_advantage:
-            advantage = utility.normalize_advantage(advantage, mask)
+            advantage = advantages.normalize_advantage(advantage, mask)
         old_log_std = None if self.head.size == 0 else tf.identity(self._log_std())
         data = {
             "observ": batch["observ"],
@@ -467,9 +467,9 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             metrics = self._train_epochs(data, old_log_std, tf.shape(valid)[0])
             kl = self._mean_kl(data, old_log_std)
         if cfg.objective == "kl_penalty":
-            self.penalty.assign(utility.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
+            self.penalty.assign(losses.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
         metrics["kl"] = kl
-        metrics["explained_variance"] = utility.explained_variance(value, target, mask)
+        metrics["explained_variance"] = advantages.explained_variance(value, target, mask)
         self._write_summaries(metrics, batch["reward"], mask)
         return metrics
 
@@ -590,7 +590,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
             metrics,
             penalty_coefficient=self.penalty.read_value(),
             learning_rate=tf.cast(self.optimizer.learning_rate, tf.float32),
-            mean_scaled_reward=utility.masked_mean(reward, mask),
+            mean_scaled_reward=advantages.masked_mean(reward, mask),
         )
         for name, value in values.items():
             summary.scalar(f"ppo/{name}", value)
@@ -652,7 +652,7 @@ def minibatch_loss(
       `clip_fraction` (0 with kl_penalty); with `axis`, each member's [members].
     """
     if cfg["objective"] == "clip":
-        policy_loss, extra = utility.clipped_surrogate_loss(
+        policy_loss, extra = losses.clipped_surrogate_loss(
             terms["log_prob"],
             terms["old_log_prob"],
             terms["advantage"],
@@ -661,7 +661,7 @@ def minibatch_loss(
         )
         clip_fraction = extra.clip_fraction
     else:
-        policy_loss, _ = utility.kl_penalty_loss(
+        policy_loss, _ = losses.kl_penalty_loss(
             terms["log_prob"],
             terms["old_log_prob"],
             terms["advantage"],
@@ -678,12 +678,12 @@ def minibatch_loss(
     if isinstance(value_clip, tf.Tensor):  # A member's own: 0 turns clipping off.
         value_loss = tf.where(
             value_clip > 0,
-            utility.value_loss(value, target, old_value, value_clip, axis=axis),
-            utility.value_loss(value, target, old_value, axis=axis),
+            losses.value_loss(value, target, old_value, value_clip, axis=axis),
+            losses.value_loss(value, target, old_value, axis=axis),
         )
     else:
         clip = value_clip if value_clip > 0 else None
-        value_loss = utility.value_loss(value, target, old_value, clip, axis=axis)
+        value_loss = losses.value_loss(value, target, old_value, clip, axis=axis)
     entropy = tf.reduce_mean(terms["entropy"], axis)
     loss = policy_loss + cfg["value_coef"] * value_loss - cfg["entropy_coef"] * entropy
     metrics = {

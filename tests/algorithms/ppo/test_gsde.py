@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from batchrl import envs
 from batchrl.algorithms import PPO
-from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo import gsde
 from batchrl.config import ConfigError, load_run_config
 from batchrl.runners import train
 from batchrl.tools.simulate import simulate
@@ -63,10 +63,10 @@ def test_hold_noise_by_hand():
     held = tf.fill([4, 1, 1], 7.0)
     fresh = tf.reshape(tf.range(4, dtype=tf.float32), [4, 1, 1])
     age = tf.constant([0, 1, 3, 2])  # New, held once, held `every` times, held twice.
-    noise, after = utility.hold_noise(held, fresh, age, every=3, rollout_start=False)
+    noise, after = gsde.hold_noise(held, fresh, age, every=3, rollout_start=False)
     np.testing.assert_array_equal(noise.numpy().ravel(), [0.0, 7.0, 2.0, 7.0])
     np.testing.assert_array_equal(after.numpy(), [1, 2, 1, 3])
-    noise, after = utility.hold_noise(held, fresh, age, every=3, rollout_start=True)
+    noise, after = gsde.hold_noise(held, fresh, age, every=3, rollout_start=True)
     np.testing.assert_array_equal(noise.numpy().ravel(), [0.0, 1.0, 2.0, 3.0])
     np.testing.assert_array_equal(after.numpy(), [1, 1, 1, 1])
 

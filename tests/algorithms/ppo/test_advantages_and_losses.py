@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.ppo import utility
+from batchrl.algorithms.ppo import advantages, losses
 
 MODES = ["eager", "function"]
 MODES_XLA = ["eager", "function", "xla"]
@@ -76,7 +76,7 @@ def test_golden_arrays_match_reference_loop(discount, lambda_, golden):
     [(0.5, 0.5, GAE_HALF), (0.9, 0.0, GAE_TD), (1.0, 1.0, np.subtract(RETURN_SUM, VALUE))],
 )
 def test_gae(mode, discount, lambda_, golden):
-    fn = compile_fn(utility.gae, mode)
+    fn = compile_fn(advantages.gae, mode)
     advantage = fn(
         tf.constant(REWARD),
         tf.constant(VALUE),
@@ -92,7 +92,7 @@ def test_gae(mode, discount, lambda_, golden):
 
 def test_gae_dynamic_length_and_no_gradient():
     fn = tf.function(
-        utility.gae,
+        advantages.gae,
         input_signature=[tf.TensorSpec([None, None], tf.float32)] * 3
         + [tf.TensorSpec([None, None], tf.bool)] * 2
         + [tf.TensorSpec([], tf.float32)] * 2,
@@ -102,13 +102,13 @@ def test_gae_dynamic_length_and_no_gradient():
     np.testing.assert_allclose(fn(*[x[2:] for x in args], 0.5, 0.5).numpy(), GAE_HALF[2:])
     value = tf.Variable(VALUE)
     with tf.GradientTape() as tape:
-        advantage = utility.gae(args[0], value, args[2], args[3], args[4], 0.5, 0.5)
+        advantage = advantages.gae(args[0], value, args[2], args[3], args[4], 0.5, 0.5)
     assert tape.gradient(advantage, value) is None
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_lambda_returns_is_advantage_plus_value(mode):
-    fn = compile_fn(utility.lambda_returns, mode)
+    fn = compile_fn(advantages.lambda_returns, mode)
     args = [tf.constant(x) for x in (REWARD, VALUE, NEXT_VALUE, TERMINATED, TRUNCATED)]
     np.testing.assert_allclose(fn(*args, 0.5, 0.5).numpy(), np.add(GAE_HALF, VALUE), atol=1e-6)
     np.testing.assert_allclose(fn(*args, 1.0, 1.0).numpy(), RETURN_SUM, atol=1e-6)
@@ -116,7 +116,7 @@ def test_lambda_returns_is_advantage_plus_value(mode):
 
 @pytest.mark.parametrize("mode", MODES_XLA)
 def test_discounted_return(mode):
-    fn = compile_fn(utility.discounted_return, mode)
+    fn = compile_fn(advantages.discounted_return, mode)
     args = [tf.constant(x) for x in (REWARD, NEXT_VALUE, TERMINATED, TRUNCATED)]
     np.testing.assert_allclose(fn(*args, 1.0).numpy(), RETURN_SUM, atol=1e-6)
     # discount 0.5, agent 0: t=3: 1 + 0.5 * 4 = 3, t=2: 2 + 1.5 = 3.5,
@@ -140,7 +140,7 @@ def test_discounted_return(mode):
     ],
 )
 def test_update_penalty_coefficient(mode, coefficient, kl, expected):
-    fn = compile_fn(utility.update_penalty_coefficient, mode)
+    fn = compile_fn(losses.update_penalty_coefficient, mode)
     new = fn(tf.constant(coefficient, tf.float64), tf.constant(kl, tf.float64), 1.0)
     assert new.dtype == tf.float64
     assert new.numpy() == pytest.approx(expected, rel=1e-12)
@@ -148,7 +148,7 @@ def test_update_penalty_coefficient(mode, coefficient, kl, expected):
 
 def test_update_penalty_coefficient_accepts_variable():
     coefficient = tf.Variable(1.0)
-    coefficient.assign(utility.update_penalty_coefficient(coefficient, 0.05, 0.01))
+    coefficient.assign(losses.update_penalty_coefficient(coefficient, 0.05, 0.01))
     assert coefficient.numpy() == pytest.approx(1.5)
 
 
@@ -162,7 +162,7 @@ def test_clipped_surrogate_loss(mode):
     # eps = 0.2:  min(1.5, 1.2) = 1.2 (clipped)   min(0.5, 0.8) = 0.5 (|0.5 - 1| > 0.2)
     #             min(-1.1, -1.1) = -1.1          min(-1.4, -1.6) = -1.6 (clipped)
     # loss = -(1.2 + 0.5 - 1.1 - 1.6) / 4 = 0.25, three of four outside the clip range.
-    fn = compile_fn(utility.clipped_surrogate_loss, mode)
+    fn = compile_fn(losses.clipped_surrogate_loss, mode)
     log_prob_new = tf.math.log(tf.constant(RATIO))
     log_prob_old = tf.zeros([2, 2])
     loss, extra = fn(log_prob_new, log_prob_old, tf.constant(ADVANTAGE), 0.2)
@@ -181,7 +181,7 @@ def test_clipped_surrogate_loss_gradient_vanishes_where_clipped():
     # else 0: [[0 (clipped), -0.5 / 4], [1.1 / 4, 0 (clipped)]].
     log_prob_new = tf.Variable(tf.math.log(tf.constant(RATIO)))
     with tf.GradientTape() as tape:
-        loss, _ = utility.clipped_surrogate_loss(
+        loss, _ = losses.clipped_surrogate_loss(
             log_prob_new, tf.zeros([2, 2]), tf.constant(ADVANTAGE), 0.2
         )
     grad = tape.gradient(loss, log_prob_new)
@@ -193,7 +193,7 @@ def test_kl_penalty_loss_with_cutoff(mode):
     # ratios 1, 2, 0.5, 1 with advantages 1, 1, 2, -1: surrogate = -(1 + 2 + 1 - 1) / 4.
     # kl 0.1, 0.3, 0.0, 0.2 with coefficient 2: penalty = 2 * 0.15 = 0.3.
     # threshold 2 * 0.1 = 0.2; only 0.3 exceeds it: cutoff = 1000 * 0.1^2 / 4 = 2.5.
-    fn = compile_fn(utility.kl_penalty_loss, mode)
+    fn = compile_fn(losses.kl_penalty_loss, mode)
     log_prob_new = tf.math.log(tf.constant([[1.0, 2.0], [0.5, 1.0]]))
     log_prob_old = tf.zeros([2, 2])
     advantage = tf.constant([[1.0, 1.0], [2.0, -1.0]])
@@ -216,7 +216,7 @@ def test_kl_penalty_loss_with_cutoff(mode):
 def test_kl_penalty_loss_masked_without_cutoff(mode):
     # Masking the step with kl 0.3 leaves no kl above 0.2:
     # surrogate = -(1 + 1 - 1) / 3, penalty = 2 * (0.1 + 0 + 0.2) / 3 = 0.2, cutoff = 0.
-    fn = compile_fn(utility.kl_penalty_loss, mode)
+    fn = compile_fn(losses.kl_penalty_loss, mode)
     log_prob_new = tf.math.log(tf.constant([[1.0, 2.0], [0.5, 1.0]]))
     advantage = tf.constant([[1.0, 1.0], [2.0, -1.0]])
     kl = tf.constant([[0.1, 0.3], [0.0, 0.2]])
@@ -233,7 +233,7 @@ def test_kl_penalty_loss_gradient():
     # d loss / d kl = coefficient / N + cutoff_coef * 2 * relu(kl - 0.2) / N.
     kl = tf.Variable([[0.1, 0.3], [0.0, 0.2]])
     with tf.GradientTape() as tape:
-        loss, _ = utility.kl_penalty_loss(
+        loss, _ = losses.kl_penalty_loss(
             tf.zeros([2, 2]), tf.zeros([2, 2]), tf.ones([2, 2]), kl, 2.0, 0.1
         )
     expected = [[0.5, 0.5 + 1000 * 2 * 0.1 / 4], [0.5, 0.5]]
@@ -246,7 +246,7 @@ def test_value_loss(mode):
     target = tf.constant([[0.0, 2.0], [5.0, 4.0]])
     old_value = tf.constant([[0.0, 2.0], [2.0, 5.0]])
     # Unclipped: 0.5 * (1 + 0 + 4 + 0) / 4.
-    fn = compile_fn(lambda *args, **kwargs: utility.value_loss(*args, **kwargs), mode)
+    fn = compile_fn(lambda *args, **kwargs: losses.value_loss(*args, **kwargs), mode)
     assert fn(value, target).numpy() == pytest.approx(0.625)
     # Clipped with 0.5: V_clip = [0.5, 2, 2.5, 4.5], squared errors [0.25, 0, 6.25, 0.25],
     # elementwise max [1, 0, 6.25, 0.25]: 0.5 * 7.5 / 4.
@@ -258,7 +258,7 @@ def test_value_loss(mode):
 
 def test_value_loss_clip_needs_old_value():
     with pytest.raises(ValueError, match="old_value"):
-        utility.value_loss(tf.zeros([2]), tf.zeros([2]), clip=0.2)
+        losses.value_loss(tf.zeros([2]), tf.zeros([2]), clip=0.2)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -275,7 +275,7 @@ def test_value_loss_clip_needs_old_value():
     ],
 )
 def test_explained_variance(mode, prediction, target, mask, expected):
-    fn = compile_fn(utility.explained_variance, mode)
+    fn = compile_fn(advantages.explained_variance, mode)
     mask = None if mask is None else tf.constant(mask)
     result = fn(tf.constant(prediction), tf.constant(target), mask)
     assert result.numpy() == pytest.approx(expected, abs=1e-6)
@@ -283,7 +283,7 @@ def test_explained_variance(mode, prediction, target, mask, expected):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_masked_mean(mode):
-    fn = compile_fn(utility.masked_mean, mode)
+    fn = compile_fn(advantages.masked_mean, mode)
     x = tf.constant([[1.0, 2.0], [3.0, math.nan]])
     assert fn(x, tf.constant([[True, True], [True, False]])).numpy() == pytest.approx(2.0)
     assert fn(x, tf.constant([[0.0, 1.0], [1.0, 0.0]])).numpy() == pytest.approx(2.5)
@@ -295,7 +295,7 @@ def test_masked_mean(mode):
 
 @pytest.mark.parametrize("mode", MODES_XLA)
 def test_normalize_advantage(mode):
-    fn = compile_fn(utility.normalize_advantage, mode)
+    fn = compile_fn(advantages.normalize_advantage, mode)
     advantage = tf.constant([[1.0, 2.0], [3.0, 100.0]])
     # Mean 2 and std sqrt(2/3) over the three valid entries; the padded one is ignored.
     result = fn(advantage, tf.constant([[True, True], [True, False]])).numpy()
@@ -306,7 +306,7 @@ def test_normalize_advantage(mode):
 
 @pytest.mark.parametrize("mode", MODES_XLA)
 def test_clip_by_member_norm_clips_each_member_as_clip_by_global_norm(mode):
-    fn = compile_fn(utility.clip_by_member_norm, mode)
+    fn = compile_fn(losses.clip_by_member_norm, mode)
     # Member 0: norm 5 (3, 4), clipped to 1; member 1: norm 0.5, unchanged.
     first = tf.constant([[3.0], [0.3]])  # [M, 1]
     second = tf.constant([[[0.0, 4.0]], [[0.0, 0.4]]])  # [M, 1, 2]
@@ -340,16 +340,16 @@ def test_losses_over_a_member_axis_equal_each_members_own():
         np.float32([1000, 10, 1]),
     )
     penalty = np.float32([1.0, 0.5, 2.0])
-    batched = utility.clipped_surrogate_loss(new, old, advantage, clip, mask, axis=-1)
-    kl_batched = utility.kl_penalty_loss(
+    batched = losses.clipped_surrogate_loss(new, old, advantage, clip, mask, axis=-1)
+    kl_batched = losses.kl_penalty_loss(
         new, old, advantage, kl, penalty, target_kl, factor, coef, mask, axis=-1
     )
-    value_batched = utility.value_loss(value, target, old_value, clip, mask, axis=-1)
+    value_batched = losses.value_loss(value, target, old_value, clip, mask, axis=-1)
     for m in range(members):
-        own = utility.clipped_surrogate_loss(new[m], old[m], advantage[m], clip[m], mask[m])
+        own = losses.clipped_surrogate_loss(new[m], old[m], advantage[m], clip[m], mask[m])
         np.testing.assert_allclose(batched[0][m], own[0], rtol=1e-6)
         np.testing.assert_allclose(batched[1].clip_fraction[m], own[1].clip_fraction, rtol=1e-6)
-        own_kl = utility.kl_penalty_loss(
+        own_kl = losses.kl_penalty_loss(
             new[m],
             old[m],
             advantage[m],
@@ -362,5 +362,5 @@ def test_losses_over_a_member_axis_equal_each_members_own():
         )
         np.testing.assert_allclose(kl_batched[0][m], own_kl[0], rtol=1e-5)
         np.testing.assert_allclose(kl_batched[1].cutoff_fraction[m], own_kl[1].cutoff_fraction)
-        own_value = utility.value_loss(value[m], target[m], old_value[m], clip[m], mask[m])
+        own_value = losses.value_loss(value[m], target[m], old_value[m], clip[m], mask[m])
         np.testing.assert_allclose(value_batched[m], own_value, rtol=1e-6)
