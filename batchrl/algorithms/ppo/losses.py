@@ -1,9 +1,11 @@
 """PPO's losses as pure functions: the clipped surrogate, the KL penalty and its adaptive
-coefficient, the value loss, and each member's gradient clipping."""
+coefficient, the value loss, each member's gradient clipping, and `minibatch_loss`, which
+puts them together as the `ppo` section says."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -264,3 +266,68 @@ def clip_by_member_norm(
     scale += norm - norm  # NaN norms give NaN gradients, as tf.clip_by_global_norm's do.
     clipped = [g * tf.reshape(scale, [-1] + [1] * (g.shape.rank - 1)) for g in gradients]
     return clipped, norm
+
+
+def minibatch_loss(
+    cfg: Mapping[str, Any], terms: dict[str, tf.Tensor], axis=None
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """PPO's loss on a minibatch of M steps: policy loss + c_v value loss - c_e entropy.
+
+    Args:
+      cfg: the `ppo` section (objective, clip_ratio, kl_*, value_clip, value_coef,
+        entropy_coef), or a mapping of its keys in which a population member's own
+        settings are scalar tensors (`value_clip` 0 still turns clipping off).
+      terms: `log_prob` and `old_log_prob` of the samples under the current and the
+        acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
+        `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
+        KL(old || new) at each step, and `penalty`, the scalar coefficient.
+      axis: None; or, for a population's members at once, the axis of the M steps in
+        terms [members, M], whose settings in `cfg` (and `penalty`) are then each
+        member's [members].
+
+    Returns:
+      The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
+      `clip_fraction` (0 with kl_penalty); with `axis`, each member's [members].
+    """
+    if cfg["objective"] == "clip":
+        policy_loss, extra = clipped_surrogate_loss(
+            terms["log_prob"],
+            terms["old_log_prob"],
+            terms["advantage"],
+            cfg["clip_ratio"],
+            axis=axis,
+        )
+        clip_fraction = extra.clip_fraction
+    else:
+        policy_loss, _ = kl_penalty_loss(
+            terms["log_prob"],
+            terms["old_log_prob"],
+            terms["advantage"],
+            terms["kl"],
+            terms["penalty"],
+            cfg["kl_target"],
+            cfg["kl_cutoff_factor"],
+            cfg["kl_cutoff_coef"],
+            axis=axis,
+        )
+        clip_fraction = tf.zeros_like(policy_loss)
+    value, target, old_value = terms["value"], terms["target"], terms["old_value"]
+    value_clip = cfg["value_clip"]
+    if isinstance(value_clip, tf.Tensor):  # A member's own: 0 turns clipping off.
+        value_term = tf.where(
+            value_clip > 0,
+            value_loss(value, target, old_value, value_clip, axis=axis),
+            value_loss(value, target, old_value, axis=axis),
+        )
+    else:
+        clip = value_clip if value_clip > 0 else None
+        value_term = value_loss(value, target, old_value, clip, axis=axis)
+    entropy = tf.reduce_mean(terms["entropy"], axis)
+    loss = policy_loss + cfg["value_coef"] * value_term - cfg["entropy_coef"] * entropy
+    metrics = {
+        "policy_loss": policy_loss,
+        "value_loss": value_term,
+        "entropy": entropy,
+        "clip_fraction": clip_fraction,
+    }
+    return loss, metrics

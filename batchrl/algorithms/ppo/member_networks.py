@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.algorithms.ppo.ppo import make_networks
+from batchrl.algorithms.ppo.networks import make_networks
 from batchrl.networks import (
     PopulationMLP,
     PopulationRecurrent,

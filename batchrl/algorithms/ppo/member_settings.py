@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
-from batchrl.algorithms.ppo.ppo import MEMBER_KEYS, PBT_KEYS
+from batchrl.algorithms.ppo.section import MEMBER_KEYS, PBT_KEYS
 from batchrl.parts import pbt
 from batchrl.parts.schedules import learning_rate
 

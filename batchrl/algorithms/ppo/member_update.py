@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import losses
+from batchrl.algorithms.ppo.losses import minibatch_loss
 from batchrl.algorithms.ppo.member_networks import MemberNetworks
 from batchrl.algorithms.ppo.member_settings import MemberSettings
-from batchrl.algorithms.ppo.ppo import METRICS, minibatch_loss
+from batchrl.algorithms.ppo.ppo import METRICS
 from batchrl.parts import optimizers
 from batchrl.parts.permutations import random_permutations
 

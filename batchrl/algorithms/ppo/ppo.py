@@ -2,68 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import advantages, gsde, losses
-from batchrl.config import ConfigError, check_choice
-from batchrl.config.config import check_range
+from batchrl.algorithms.ppo.losses import minibatch_loss
+from batchrl.algorithms.ppo.networks import make_networks
+from batchrl.algorithms.ppo.section import MEMBER_KEYS, PBT_KEYS, check_ppo_config
+from batchrl.config import ConfigError
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
 from batchrl.networks import (
-    MLP,
-    PolicyHead,
-    StateDependentNoiseHead,
-    WithFeatures,
     is_recurrent,
-    make_network,
 )
-from batchrl.networks.factory import check_graph_config
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
 from batchrl.parts.permutations import random_permutations
 from batchrl.parts.rollout_buffer import EpisodeBuffer, RolloutBuffer, transition_spec
-from batchrl.parts.schedules import SCHEDULES, learning_rate
+from batchrl.parts.schedules import learning_rate
 from batchrl.parts.untracked import Untracked
 
-OBJECTIVES = ("clip", "kl_penalty")
-# The keys of the ppo section that each member of a population may set on its own (a
-# list of train.population values): numbers the update reads, not shapes or loop counts.
-MEMBER_KEYS = (
-    "learning_rate",
-    "clip_ratio",
-    "kl_target",
-    "kl_init_penalty",
-    "kl_cutoff_factor",
-    "kl_cutoff_coef",
-    "discount",
-    "gae_lambda",
-    "max_grad_norm",
-    "value_coef",
-    "value_clip",
-    "entropy_coef",
-    "observ_clip",
-    "reward_clip",
-)
-# The keys population-based training may perturb (`pbt.perturb`), with their valid ranges
-# (values are clipped to them): numbers a population reads at every update, not only at
-# the start (kl_init_penalty) or in its normalizers' clipping (observ_clip, reward_clip).
-PBT_KEYS = {
-    "learning_rate": (0.0, float("inf")),
-    "entropy_coef": (0.0, float("inf")),
-    "clip_ratio": (0.0, float("inf")),
-    "value_coef": (0.0, float("inf")),
-    "value_clip": (0.0, float("inf")),
-    "max_grad_norm": (0.0, float("inf")),
-    "discount": (0.0, 1.0),
-    "gae_lambda": (0.0, 1.0),
-    "kl_target": (0.0, float("inf")),
-    "kl_cutoff_factor": (0.0, float("inf")),
-    "kl_cutoff_coef": (0.0, float("inf")),
-}
-UPDATE_MODES = ("steps", "episodes")
 METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 # What `learn` reports, as `summaries()` returns it after a training call.
 SUMMARIES = METRICS + (
@@ -110,83 +67,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
 
     @classmethod
     def check_config(cls, config) -> None:
-        cfg = config.ppo
-        check_choice("ppo.objective", cfg.objective, OBJECTIVES)
-        check_choice("ppo.update_mode", cfg.update_mode, UPDATE_MODES)
-        check_choice("ppo.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
-        check_range(
-            cfg,
-            "ppo",
-            {
-                "rollout_length": (lambda x: x >= 1, ">= 1"),
-                "update_every": (lambda x: x >= 1, ">= 1"),
-                "max_episode_length": (lambda x: x >= 1, ">= 1"),
-                "epochs": (lambda x: x >= 1, ">= 1"),
-                "minibatches": (lambda x: x >= 1, ">= 1"),
-                "learning_rate": (lambda x: x >= 0, ">= 0"),
-                "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-                "gae_lambda": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-                "clip_ratio": (lambda x: x > 0, "> 0"),
-                "kl_target": (lambda x: x > 0, "> 0"),
-                "kl_init_penalty": (lambda x: x >= 0, ">= 0"),
-                "kl_cutoff_factor": (lambda x: x > 0, "> 0"),
-                "kl_cutoff_coef": (lambda x: x >= 0, ">= 0"),
-                "max_grad_norm": (lambda x: x > 0, "> 0"),
-                "value_coef": (lambda x: x >= 0, ">= 0"),
-                "value_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
-                "entropy_coef": (lambda x: x >= 0, ">= 0"),
-                "observ_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
-                "reward_clip": (lambda x: x >= 0, ">= 0 (0: off)"),
-                "gsde_every": (lambda x: x >= 1, ">= 1 (batched steps)"),
-            },
-        )
-        if cfg.gsde:
-            network = config.network
-            if network.name != "feedforward" or not network.policy_layers:
-                raise ConfigError(
-                    f"ppo.gsde=true explores with the policy's last hidden layer, which needs "
-                    f"network.name='feedforward' with policy_layers, got network.name="
-                    f"{network.name!r}, policy_layers={list(network.policy_layers)}."
-                )
-        if is_recurrent(config.network) and cfg.update_mode != "steps":
-            raise ConfigError(
-                f"network.name={config.network.name!r} needs ppo.update_mode='steps'; "
-                "recurrent policies train on fixed-length rollouts."
-            )
-        if config.network.conv_filters:
-            raise ConfigError(
-                f"network.conv_filters={list(config.network.conv_filters)} is read by IMPALA "
-                "only; PPO's networks take vector observations (use conv_filters: [])."
-            )
-        if config.network.name == "graph":
-            check_graph_config(config.network, config.env.get("topologies", ()))
-        steps_per_call = config.train.steps_per_call
-        if cfg.update_mode == "steps" and steps_per_call % cfg.rollout_length:
-            raise ConfigError(
-                f"train.steps_per_call={steps_per_call} must be a multiple of "
-                f"ppo.rollout_length={cfg.rollout_length}, so that every checkpoint (and "
-                "every exploit of population-based training) falls on a rollout boundary."
-            )
-        pbt, train = config.pbt, config.train
-        if pbt.interval and train.population > 1:
-            for key in ("observ_clip", "reward_clip"):
-                if isinstance(cfg[key], tuple):
-                    raise ConfigError(
-                        f"ppo.{key}={list(cfg[key])} gives each member its own clip, but "
-                        f"with pbt.interval={pbt.interval} a copied member takes all its "
-                        "parent's settings, and a member's normalizer clip is fixed when the "
-                        f"run starts: give ppo.{key} one value, or set pbt.interval=0."
-                    )
-            # A population's step counts each member's environment steps; PBT exploits
-            # between training calls, after the evaluation at each multiple of the interval.
-            per_call = steps_per_call * config.env.num_envs
-            if pbt.interval % per_call:
-                raise ConfigError(
-                    f"pbt.interval={pbt.interval} must be a multiple of the environment "
-                    f"steps each member takes per training call, train.steps_per_call="
-                    f"{steps_per_call} x env.num_envs={config.env.num_envs} = {per_call}, "
-                    "so that population-based training exploits every interval exactly."
-                )
+        check_ppo_config(config)
 
     def __init__(self, batch_env, config, step: tf.Variable | None = None, seed: int = 0):
         """Creates networks, optimizer and experience buffers.
@@ -628,112 +509,6 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         dist = self.head(output)
         sample = dist.mode() if deterministic else dist.sample(seed=self._seed())
         return self.head.to_env_action(tf.cast(sample, self._sample_dtype))
-
-
-def minibatch_loss(
-    cfg: Mapping[str, Any], terms: dict[str, tf.Tensor], axis=None
-) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """PPO's loss on a minibatch of M steps: policy loss + c_v value loss - c_e entropy.
-
-    Args:
-      cfg: the `ppo` section (objective, clip_ratio, kl_*, value_clip, value_coef,
-        entropy_coef), or a mapping of its keys in which a population member's own
-        settings are scalar tensors (`value_clip` 0 still turns clipping off).
-      terms: `log_prob` and `old_log_prob` of the samples under the current and the
-        acting policy, `entropy` of the current policy, `value`, `advantage`, `target`,
-        `old_value`, each [M]; with the kl_penalty objective also `kl` [M],
-        KL(old || new) at each step, and `penalty`, the scalar coefficient.
-      axis: None; or, for a population's members at once, the axis of the M steps in
-        terms [members, M], whose settings in `cfg` (and `penalty`) are then each
-        member's [members].
-
-    Returns:
-      The scalar loss, and the scalar `policy_loss`, `value_loss`, `entropy` and
-      `clip_fraction` (0 with kl_penalty); with `axis`, each member's [members].
-    """
-    if cfg["objective"] == "clip":
-        policy_loss, extra = losses.clipped_surrogate_loss(
-            terms["log_prob"],
-            terms["old_log_prob"],
-            terms["advantage"],
-            cfg["clip_ratio"],
-            axis=axis,
-        )
-        clip_fraction = extra.clip_fraction
-    else:
-        policy_loss, _ = losses.kl_penalty_loss(
-            terms["log_prob"],
-            terms["old_log_prob"],
-            terms["advantage"],
-            terms["kl"],
-            terms["penalty"],
-            cfg["kl_target"],
-            cfg["kl_cutoff_factor"],
-            cfg["kl_cutoff_coef"],
-            axis=axis,
-        )
-        clip_fraction = tf.zeros_like(policy_loss)
-    value, target, old_value = terms["value"], terms["target"], terms["old_value"]
-    value_clip = cfg["value_clip"]
-    if isinstance(value_clip, tf.Tensor):  # A member's own: 0 turns clipping off.
-        value_loss = tf.where(
-            value_clip > 0,
-            losses.value_loss(value, target, old_value, value_clip, axis=axis),
-            losses.value_loss(value, target, old_value, axis=axis),
-        )
-    else:
-        clip = value_clip if value_clip > 0 else None
-        value_loss = losses.value_loss(value, target, old_value, clip, axis=axis)
-    entropy = tf.reduce_mean(terms["entropy"], axis)
-    loss = policy_loss + cfg["value_coef"] * value_loss - cfg["entropy_coef"] * entropy
-    metrics = {
-        "policy_loss": policy_loss,
-        "value_loss": value_loss,
-        "entropy": entropy,
-        "clip_fraction": clip_fraction,
-    }
-    return loss, metrics
-
-
-def make_networks(
-    network, batch_env, topologies: Sequence[str] = (), gsde: bool = False
-) -> tuple[PolicyHead, tf.Module, tf.Module]:
-    """PPO's policy head, policy network and value network, their variables created.
-
-    The weight initializers draw from the global seed (`tf.keras.utils.set_random_seed`),
-    in this order: the policy's layers, then the value's.
-
-    Args:
-      network: the `network` section of a config.
-      batch_env: the environments, for their observation and action spaces.
-      topologies: `env.topologies`, a mixed batch's, which graph networks read.
-      gsde: a policy with gSDE's head (`StateDependentNoiseHead`), whose network's output
-        is the mean and its last hidden layer (a feedforward network).
-    """
-    space = batch_env.action_space
-    if gsde:
-        head = StateDependentNoiseHead(
-            space, network.policy_layers[-1], network.squash_mean, network.init_log_std
-        )
-        policy = WithFeatures(
-            make_network(network, network.policy_layers, head.action_size, 0.01, "policy")
-        )
-    else:
-        head = PolicyHead(space, network.squash_mean, network.init_log_std)
-        policy = make_network(
-            network, network.policy_layers, head.size, 0.01, "policy", topologies=topologies
-        )
-    if is_recurrent(network):
-        value = MLP(network.value_layers, 1, network.activation, 1.0, "value")
-    else:  # An MLP for feedforward; the critic graph network for graph.
-        value = make_network(network, network.value_layers, 1, 1.0, "value", topologies=topologies)
-    dummy = tf.zeros((1,) + tuple(batch_env.observation_space.shape))
-    if is_recurrent(network):
-        policy(dummy, policy.initial_state(1))
-    else:
-        policy(dummy)
-    value(dummy)
-    return head, policy, value
 
 
 def _zeros(shape, dtype=tf.float32):
