@@ -10,7 +10,7 @@ from batchrl.algorithms.ppo import losses
 from batchrl.algorithms.ppo.losses import minibatch_loss
 from batchrl.algorithms.ppo.member_networks import MemberNetworks
 from batchrl.algorithms.ppo.member_settings import MemberSettings
-from batchrl.algorithms.ppo.ppo import METRICS
+from batchrl.algorithms.ppo.update import METRICS, run_epochs
 from batchrl.parts import optimizers
 from batchrl.parts.permutations import random_permutations
 
@@ -79,26 +79,18 @@ class MemberUpdate:
         # Each member's orders for every epoch, from its own stream: [M, epochs, total].
         orders = tf.stack([random_permutations(rng, cfg.epochs, total) for rng in self._rngs])
 
-        def minibatch_step(index, order, metrics):
+        def step(order, index):
             indices = tf.slice(order, [0, index * size], [members, size])  # [M, size]
             minibatch = {
                 key: tf.gather(v, indices, axis=axis, batch_dims=1) for key, v in data.items()
             }  # [M, size, ...] or [M, T, size, ...]
             if states is not None:
                 minibatch["state"] = tf.gather(states, indices, batch_dims=1)  # [M, size, S]
-            new = self._minibatch(minibatch, old_log_std)
-            return index + 1, order, {name: metrics[name] + new[name] for name in METRICS}
+            return self._minibatch(minibatch, old_log_std)
 
-        def epoch(count, metrics):
-            order = tf.gather(orders, count, axis=1)  # [M, total]
-            _, _, metrics = tf.while_loop(
-                lambda index, *_: index < cfg.minibatches, minibatch_step, (0, order, metrics)
-            )
-            return count + 1, metrics
-
-        metrics = {name: tf.zeros([members]) for name in METRICS}
-        _, metrics = tf.while_loop(lambda count, _: count < cfg.epochs, epoch, (0, metrics))
-        return {name: value / (cfg.epochs * cfg.minibatches) for name, value in metrics.items()}
+        zeros = {name: tf.zeros([members]) for name in METRICS}
+        order_of = lambda e: tf.gather(orders, e, axis=1)  # [M, total]
+        return run_epochs(cfg.epochs, cfg.minibatches, order_of, step, zeros)
 
     def mean_kl(self, data, old_log_std, states=None) -> tf.Tensor:
         """Each member's mean KL(acting || current) [M] over its rows [M, n, ...].

@@ -6,9 +6,9 @@ import gymnasium as gym
 import tensorflow as tf
 
 from batchrl.algorithms.ppo import advantages, gsde, losses
-from batchrl.algorithms.ppo.losses import minibatch_loss
 from batchrl.algorithms.ppo.networks import make_networks
 from batchrl.algorithms.ppo.section import MEMBER_KEYS, PBT_KEYS, check_ppo_config
+from batchrl.algorithms.ppo.update import METRICS, Update
 from batchrl.config import ConfigError
 from batchrl.core import Algorithm, Learner, Policy, RolloutLearner
 from batchrl.networks import (
@@ -16,12 +16,10 @@ from batchrl.networks import (
 )
 from batchrl.parts import optimizers, summary
 from batchrl.parts.normalizer import RewardScaler, StreamingNormalizer
-from batchrl.parts.permutations import random_permutations
 from batchrl.parts.rollout_buffer import EpisodeBuffer, RolloutBuffer, transition_spec
 from batchrl.parts.schedules import learning_rate
 from batchrl.parts.untracked import Untracked
 
-METRICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "grad_norm")
 # What `learn` reports, as `summaries()` returns it after a training call.
 SUMMARIES = METRICS + (
     "kl",
@@ -134,13 +132,21 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         )
         self.optimizer = optimizers.Adam(cfg.learning_rate, epsilon=1e-5)
         self.optimizer.build(self._trainable)
-        # XLA fuses the many small ops of a minibatch step (layers, losses, clipping and
-        # Adam); in update_mode 'episodes' the minibatch shape changes with every update,
-        # and XLA would compile again each time.
-        self._jit_minibatch = None
-        if cfg.jit_update and cfg.update_mode == "steps":
-            self._jit_minibatch = tf.function(self._train_minibatch, jit_compile=True)
         self.penalty = tf.Variable(float(cfg.kl_init_penalty), trainable=False, name="penalty")
+        self._update = Update(
+            cfg,
+            head=self.head,
+            policy=self.policy,
+            value_of=self._value,
+            trainable=self._trainable,
+            optimizer=self.optimizer,
+            rng=self._rng,
+            penalty=self.penalty,
+            recurrent=self.recurrent,
+            # In update_mode 'episodes' the minibatch shape changes with every update,
+            # and XLA would compile again each time.
+            jit_compile=cfg.jit_update and cfg.update_mode == "steps",
+        )
         # The latest update's summaries, for a training call compiled by XLA, which records
         # none: outside the checkpoint (a plain object), so that older checkpoints restore.
         self._latest = Untracked({name: _zeros([]) for name in SUMMARIES})
@@ -323,6 +329,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         if cfg.normalize_advantage:
             advantage = advantages.normalize_advantage(advantage, mask)
         old_log_std = None if self.head.size == 0 else tf.identity(self._log_std())
+        self.optimizer.learning_rate.assign(self._learning_rate())
         data = {
             "observ": batch["observ"],
             "sample": batch["sample"],
@@ -334,119 +341,25 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
         }
         if self.recurrent:
             # Minibatches of whole rollouts (columns), replayed from their first state.
-            metrics = self._train_epochs(data, old_log_std, columns, batch["state"])
-            kl = self._mean_kl(dict(data, state=batch["state"]), old_log_std)
+            metrics = self._update.epochs(data, old_log_std, columns, batch["state"])
+            kl = self._update.mean_kl(dict(data, state=batch["state"]), old_log_std)
         elif length is None:
             # Every step is valid: static shapes, which XLA compiles well.
             total = batch["reward"].shape[0] * batch["reward"].shape[1]
             data = {key: tf.reshape(v, (total,) + tuple(v.shape[2:])) for key, v in data.items()}
-            metrics = self._train_epochs(data, old_log_std, total)
-            kl = self._mean_kl(data, old_log_std)
+            metrics = self._update.epochs(data, old_log_std, total)
+            kl = self._update.mean_kl(data, old_log_std)
         else:
             valid = tf.where(mask)  # [M, 2]
             data = {key: tf.gather_nd(value, valid) for key, value in data.items()}
-            metrics = self._train_epochs(data, old_log_std, tf.shape(valid)[0])
-            kl = self._mean_kl(data, old_log_std)
+            metrics = self._update.epochs(data, old_log_std, tf.shape(valid)[0])
+            kl = self._update.mean_kl(data, old_log_std)
         if cfg.objective == "kl_penalty":
             self.penalty.assign(losses.update_penalty_coefficient(self.penalty, kl, cfg.kl_target))
         metrics["kl"] = kl
         metrics["explained_variance"] = advantages.explained_variance(value, target, mask)
         self._write_summaries(metrics, batch["reward"], mask)
         return metrics
-
-    def _train_epochs(self, batch, old_log_std, total, states=None):
-        """Epochs of minibatch updates over `total` rows of `batch` (columns with `states`).
-
-        Returns the means over all minibatches of the losses and diagnostics.
-        """
-        cfg = self._cfg
-        # A static size when `total` is a Python int: under XLA a slice of a size computed
-        # in the graph is padded to all `total` rows and masked, which made every minibatch
-        # step under `train.jit_compile` cost as much as a step on the whole batch.
-        static = isinstance(total, int)
-        size = (
-            max(total // cfg.minibatches, 1) if static else tf.maximum(total // cfg.minibatches, 1)
-        )
-        axis = 0 if states is None else 1
-        self.optimizer.learning_rate.assign(self._learning_rate())
-        # Inside a call that XLA compiles, the nested XLA function is inlined. (It gathered
-        # wrong rows there while minibatches had a dynamic size: tests/algorithms/ppo/test_xla.py.)
-        train_minibatch = self._jit_minibatch or self._train_minibatch
-
-        def minibatch_step(index, order, metrics):
-            if static:
-                indices = tf.slice(order, [index * size], [size])  # [size]
-            else:
-                indices = order[index * size : (index + 1) * size]  # [size]
-            minibatch = {key: tf.gather(v, indices, axis=axis) for key, v in batch.items()}
-            if states is not None:
-                minibatch["state"] = tf.gather(states, indices)
-            new = train_minibatch(minibatch, old_log_std)
-            return index + 1, order, {name: metrics[name] + new[name] for name in METRICS}
-
-        # Every epoch's order before the epochs. XLA on CPU sorts slowly (argsort of 2,048
-        # keys: 0.4 ms), so a static size takes permutations that need no sort.
-        if static:
-            orders = random_permutations(self._rng, cfg.epochs, total)
-        else:
-            orders = tf.argsort(self._rng.uniform([cfg.epochs, total]), axis=-1)
-
-        def epoch(count, metrics):
-            order = orders[count]
-            _, _, metrics = tf.while_loop(
-                lambda index, *_: index < cfg.minibatches, minibatch_step, (0, order, metrics)
-            )
-            return count + 1, metrics
-
-        metrics = {name: tf.constant(0.0) for name in METRICS}
-        _, metrics = tf.while_loop(lambda count, _: count < cfg.epochs, epoch, (0, metrics))
-        return {name: value / (cfg.epochs * cfg.minibatches) for name, value in metrics.items()}
-
-    def _policy_output(self, batch):
-        """Policy outputs [M, size] for a batch, and the batch flattened to [M, ...].
-
-        A recurrent policy replays time-major rollouts [T, n, ...] from `batch['state']`.
-        """
-        if not self.recurrent:
-            return self.policy(batch["observ"]), batch
-        output = self.policy.unroll(batch["observ"], batch["first"], batch["state"])
-        flat = {
-            key: tf.reshape(value, [-1] + value.shape[2:].as_list())
-            for key, value in batch.items()
-            if key != "state"
-        }
-        return tf.reshape(output, [-1, self.head.size]), flat
-
-    def _train_minibatch(self, batch, old_log_std):
-        cfg = self._cfg
-        with tf.GradientTape() as tape:
-            output, batch = self._policy_output(batch)
-            dist = self.head(output)
-            old_dist = self.head(batch["output"], old_log_std)
-            terms = {
-                "log_prob": dist.log_prob(batch["sample"]),  # [M]
-                "old_log_prob": old_dist.log_prob(batch["sample"]),  # [M]
-                "entropy": dist.entropy(),  # [M]
-                "value": self._value(batch["observ"]),  # [M]
-                "advantage": batch["advantage"],
-                "target": batch["target"],
-                "old_value": batch["old_value"],
-            }
-            if cfg.objective == "kl_penalty":
-                terms["kl"] = old_dist.kl_divergence(dist)  # [M]
-                terms["penalty"] = self.penalty
-            loss, metrics = minibatch_loss(cfg, terms)
-        variables = self._trainable
-        gradients = tape.gradient(loss, variables)
-        gradients, grad_norm = tf.clip_by_global_norm(gradients, cfg.max_grad_norm)
-        self.optimizer.apply_gradients(zip(gradients, variables))
-        return dict(metrics, grad_norm=grad_norm)
-
-    def _mean_kl(self, batch, old_log_std):
-        output, batch = self._policy_output(batch)
-        dist = self.head(output)
-        old_dist = self.head(batch["output"], old_log_std)
-        return tf.reduce_mean(old_dist.kl_divergence(dist))
 
     def _seed(self):
         """A fresh stateless seed [2] for tensorflow-probability's samplers."""
