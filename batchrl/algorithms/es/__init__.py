@@ -1,11 +1,12 @@
-"""Evolution strategies: a whole population evaluated as one batch inside the graph."""
+"""Evolution strategies: a whole population evaluated as one batch inside the graph.
 
-from batchrl.algorithms.es.es import (
-    ES,
-    GenerationTrainer,
-    PopulationEvaluator,
-    PopulationPolicy,
-    Strategy,
-)
+`strategy.py` holds the search distribution and its optimizer (`ask`, `tell`),
+`members.py` a generation's members acting and scored as one batch, `es.py` the
+algorithm and its trainer, `utility.py` the math as pure functions.
+"""
+
+from batchrl.algorithms.es.es import ES, GenerationTrainer
+from batchrl.algorithms.es.members import PopulationEvaluator, PopulationPolicy
+from batchrl.algorithms.es.strategy import Strategy
 
 __all__ = ["ES", "GenerationTrainer", "PopulationEvaluator", "PopulationPolicy", "Strategy"]
