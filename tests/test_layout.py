@@ -47,6 +47,7 @@ MAY_IMPORT = {
 TOOLS = {
     "__init__",
     "external_process",
+    "process_worker",  # The other end of ExternalProcess: the environment's process.
     "batch_env",
     "in_graph_env",
     "in_graph_batch_env",
@@ -222,6 +223,7 @@ def test_what_environment_workers_import_loads_no_tensorflow():
     code = (
         "import sys\n"
         "import batchrl.tools.environments, batchrl.tools.external_process\n"
+        "import batchrl.tools.process_worker\n"
         "import batchrl.tools.batch_env, batchrl.testing.mock_environment, batchrl.config\n"
         "from batchrl.testing import MockEnvironment\n"
         "assert 'tensorflow' not in sys.modules, 'a worker-side module loads TensorFlow'\n"

@@ -3,28 +3,35 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import multiprocessing
 import multiprocessing.connection
 import os
-import pickle
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
 
+from batchrl.tools.process_worker import (
+    ACCESS,
+    CALL,
+    CLOSE,
+    EXCEPTION,
+    METHOD,
+    READY,
+    RESULT,
+)
+
 # How the worker starts. TensorFlow is not fork-safe once initialized, so a plain fork of
 # the trainer is out; multiprocessing's spawn and forkserver re-import the parent's
 # `__main__` (which imports TensorFlow, ~4 s) in every worker. Instead we fork-exec a fresh
-# interpreter that runs only this module (`python -m batchrl.tools.external_process`, which
+# interpreter that runs only this module (`python -m batchrl.tools.process_worker`, which
 # imports no TensorFlow) and hand it one end of a socket pair (`multiprocessing.Pipe`)
 # through `pass_fds`. The constructor travels through that pipe with cloudpickle, so
 # lambdas and classes defined in `__main__` work; the parent's `sys.path` goes along in
@@ -35,24 +42,13 @@ import cloudpickle
 # Gymnasium's AsyncVectorEnv: for small observations the round trip is dominated by waking
 # the other process (about 90 us for Pendulum-v1 and 190 us for HalfCheetah-v5 either way),
 # and shared memory saved no measurable time.
-_WORKER_MODULE = "batchrl.tools.external_process"
+_WORKER_MODULE = "batchrl.tools.process_worker"
 
 # Seconds between checks that the worker is alive while waiting for an answer.
 _POLL_INTERVAL = 0.1
 
 # Seconds `close` waits for a worker to exit after asking it, and after SIGTERM.
 _CLOSE_GRACE = 1.0
-
-# Messages from the parent.
-_CALL = "call"
-_ACCESS = "access"
-_CLOSE = "close"
-# Messages from the worker.
-_READY = "ready"
-_RESULT = "result"
-_EXCEPTION = "exception"
-# Stands in for a method of the environment, which is called remotely instead of pickled.
-_METHOD = "<method>"
 
 _counter = itertools.count()
 
@@ -146,7 +142,7 @@ class ExternalProcess:
             stdin=subprocess.DEVNULL,
             env=dict(os.environ, PYTHONPATH=python_path),
             # Out of the terminal's process group: Ctrl-C signals the trainer alone, also
-            # while the worker still imports (before `_worker` can ignore SIGINT).
+            # while the worker still imports (before `serve_parent` can ignore SIGINT).
             start_new_session=True,
         )
         child_conn.close()
@@ -156,7 +152,7 @@ class ExternalProcess:
                 self._conn.send_bytes(payload)
             except OSError:
                 raise self._died("construction") from None
-            spaces = self._receive("construction", _READY)
+            spaces = self._receive("construction", READY)
         except BaseException:
             self.close()
             raise
@@ -182,12 +178,12 @@ class ExternalProcess:
         if name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         try:
-            value = self._request(_ACCESS, name, f"attribute {name!r}")()
+            value = self._request(ACCESS, name, f"attribute {name!r}")()
         except RemoteEnvironmentError as error:
             if error.type_name != "AttributeError":
                 raise
             raise AttributeError(error.remote_message) from None
-        if isinstance(value, str) and value == _METHOD:
+        if isinstance(value, str) and value == METHOD:
             return functools.partial(self.call, name)
         return value
 
@@ -203,7 +199,7 @@ class ExternalProcess:
         Returns:
           The result of the method, or a function without arguments that returns it.
         """
-        promise = self._request(_CALL, (name, args, kwargs), f"{name}()")
+        promise = self._request(CALL, (name, args, kwargs), f"{name}()")
         return promise if not blocking else promise()
 
     def step(self, action: Any, blocking: bool = True) -> Any:
@@ -266,7 +262,7 @@ class ExternalProcess:
             self._pending = promise
             return promise
 
-    def _receive(self, call: str, expected: str = _RESULT, timeout: float | None = None) -> Any:
+    def _receive(self, call: str, expected: str = RESULT, timeout: float | None = None) -> Any:
         """Waits for the next answer of the worker, watching for death and timeout.
 
         Args:
@@ -296,7 +292,7 @@ class ExternalProcess:
             self._closed_reason = f"{call} was interrupted while its answer was read"
             self.close()
             raise
-        if message == _EXCEPTION:
+        if message == EXCEPTION:
             raise RemoteEnvironmentError(repr(self), call, *payload)
         if message != expected:
             raise ExternalProcessError(f"Worker {self} sent {message!r} instead of {expected!r}.")
@@ -379,7 +375,7 @@ def _shutdown(process: subprocess.Popen, conn: multiprocessing.connection.Connec
     """Ends a worker politely if possible, by force otherwise, and reaps it."""
     if process.poll() is None:
         try:
-            conn.send((_CLOSE, None))
+            conn.send((CLOSE, None))
         except OSError:
             pass
         try:
@@ -394,85 +390,8 @@ def _shutdown(process: subprocess.Popen, conn: multiprocessing.connection.Connec
     conn.close()
 
 
-def _worker(conn: multiprocessing.connection.Connection, parent_pid: int) -> None:
-    """Builds the environment and answers requests until asked to close.
-
-    A parent that closes the pipe or dies, at any point (also while the environment is
-    still being built, as when Ctrl-C lands during start-up), ends the worker quietly.
-    """
-    # The trainer handles Ctrl-C (a SIGINT sent to this process by pid, too).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
-    try:
-        _serve(conn)
-    except (EOFError, ConnectionError):  # The parent closed the pipe or died.
-        pass
-
-
-def _serve(conn: multiprocessing.connection.Connection) -> None:
-    """Builds the environment, then answers requests until `_CLOSE` or the pipe's end."""
-    payload = conn.recv_bytes()
-    try:
-        env = cloudpickle.loads(payload)()
-        spec = getattr(env, "spec", None)
-        response = (_READY, (env.observation_space, env.action_space, getattr(spec, "id", None)))
-    except Exception:
-        response = (_EXCEPTION, _describe_exception())
-    if response[0] == _EXCEPTION:
-        conn.send_bytes(_encode(response))
-        return
-    try:
-        conn.send_bytes(_encode(response))
-        while True:
-            message, payload = conn.recv()
-            if message == _CLOSE:
-                break
-            try:
-                if message == _CALL:
-                    name, args, kwargs = payload
-                    result = getattr(env, name)(*args, **kwargs)
-                else:
-                    result = getattr(env, payload)
-                    result = _METHOD if inspect.isroutine(result) else result
-                response = (_RESULT, result)
-            except Exception:
-                response = (_EXCEPTION, _describe_exception())
-            conn.send_bytes(_encode(response))
-    finally:
-        env.close()
-
-
-def _encode(response: tuple[str, Any]) -> bytes:
-    """Pickles an answer; cloudpickle (4x slower) only for objects of classes in `__main__`."""
-    try:
-        return pickle.dumps(response, pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        pass
-    try:
-        return cloudpickle.dumps(response)
-    except Exception:
-        return pickle.dumps((_EXCEPTION, _describe_exception()))
-
-
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-def _describe_exception() -> tuple[str, str, str]:
-    """The type name, message and traceback of the exception being handled."""
-    error = sys.exc_info()[1]
-    return type(error).__name__, str(error), traceback.format_exc()
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """Ends the worker when its parent is gone, even while the environment is busy."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(1)
-
-
-if __name__ == "__main__":
-    _worker(multiprocessing.connection.Connection(int(sys.argv[1])), int(sys.argv[2]))

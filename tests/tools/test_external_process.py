@@ -354,7 +354,7 @@ def test_worker_whose_parent_closes_the_pipe_exits_quietly(closed_after):
         [
             sys.executable,
             "-m",
-            "batchrl.tools.external_process",
+            "batchrl.tools.process_worker",
             str(child_conn.fileno()),
             str(os.getpid()),
         ],
