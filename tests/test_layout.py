@@ -135,6 +135,16 @@ def test_config_names_no_component():
     assert not named, named
 
 
+def test_no_module_is_over_450_lines():
+    """A module that grows past this holds two things: split it by what it holds."""
+    long = {
+        name: count
+        for path, name in modules()
+        if (count := len(path.read_text().splitlines())) > 450
+    }
+    assert not long, long
+
+
 def test_tools_holds_the_batching_pipeline_alone():
     names = {path.stem for path in (PACKAGE / "tools").glob("*.py")}
     assert names == TOOLS, names ^ TOOLS
