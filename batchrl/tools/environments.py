@@ -298,10 +298,11 @@ def make_tensorflow_env(
     return constructor(batch_size, **kwargs)
 
 
-def check_tensorflow_env_id(env_id: str) -> None:
-    """Raises ConfigError when `env_id` names no environment in TensorFlow ops."""
+def check_tensorflow_env_id(env_id: str):
+    """The class (or function) that builds the environment in TensorFlow ops `env_id`
+    names; ConfigError when it names none."""
     try:
-        ENVIRONMENTS.resolve(env_id)
+        return ENVIRONMENTS.resolve(env_id)
     except ConfigError as error:
         raise ConfigError(
             f"env.id={env_id!r} has no TensorFlow port for env.backend='tensorflow' ({error}); "
@@ -333,12 +334,11 @@ def check_env_section(config) -> None:
                 f"env.engine={env.engine!r} steps Python environments; env.backend="
                 "'tensorflow' steps them in TensorFlow ops. Use env.engine='gymnasium' with it."
             )
-        check_tensorflow_env_id(env.id)
-        own_check = getattr(ENVIRONMENTS.resolve(env.id), "check_config", None)
+        own_check = getattr(check_tensorflow_env_id(env.id), "check_config", None)
         if own_check is not None:
             own_check(env)
         elif topologies:
-            readers = [n for n in ENVIRONMENTS.names if _has_own_check(ENVIRONMENTS, n)]
+            readers = [name for name in ENVIRONMENTS.names if _has_own_check(name)]
             raise ConfigError(
                 f"env.id={env.id!r} takes no env.topologies (got {topologies}): only "
                 f"environments that build mixed batches read them ({readers}); set "
@@ -375,9 +375,10 @@ def check_env_section(config) -> None:
         )
 
 
-def _has_own_check(registry, name: str) -> bool:
+def _has_own_check(env_id: str) -> bool:
+    """Whether the environment in TensorFlow ops `env_id` checks keys of its own."""
     try:
-        return hasattr(registry.resolve(name), "check_config")
+        return hasattr(ENVIRONMENTS.resolve(env_id), "check_config")
     except ConfigError:  # A registered environment whose package is missing.
         return False
 
