@@ -38,9 +38,11 @@ class Algorithm(tf.Module, abc.ABC):
     `Class(batch_env, config, step, seed=config.train.seed)`, where `step` is the int64
     variable of environment steps, and checkpoints it with `tf.train.Checkpoint`; it
     evaluates and exports it when it is also a `Policy`. Its keys live in the config
-    section `config_section`: a section of `default.yaml`, or `config_defaults` (key ->
-    default, the schema of a section of your own). `check_config` rejects bad values
-    when the config loads, before anything is built or written. An algorithm whose unit
+    section `config_section`: a registered `batchrl.config.Section` (entry-point group
+    `batchrl.sections`), or `config_defaults` (key -> default, the schema of a section of
+    your own). `check_config` rejects bad values when the config loads, before anything
+    is built or written. `population_class`, if set, is the class that trains
+    `train.population` members of the algorithm as one batch. An algorithm whose unit
     of work is not a `simulate` call may define classmethods `make_batch_env(config,
     seed)` and `make_trainer(config, algo, batch_env, seed)` (a `Trainer`), which the train
     script then uses in place of the runner's.
@@ -48,6 +50,7 @@ class Algorithm(tf.Module, abc.ABC):
 
     config_section: str | None = None
     config_defaults: dict[str, Any] | None = None
+    population_class: type | None = None
     # Whether the methods need autograph to turn Python `if` and `for` on tensors into
     # graph control flow. An algorithm that writes `tf.cond` and `tf.while_loop` itself
     # sets False, and (with an environment that does too) the training call is traced

@@ -11,7 +11,7 @@ import ruamel.yaml
 
 
 class ConfigError(ValueError):
-    """A config file, override or choice that does not fit the schema in `default.yaml`."""
+    """A config file, override or choice that does not fit the schema, or a bad value."""
 
 
 def check_choice(key: str, value, choices) -> None:

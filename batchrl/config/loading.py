@@ -15,6 +15,7 @@ import ruamel.yaml
 import batchrl
 from batchrl.config.config import Config, ConfigError, dump, suggest, yaml_parser
 from batchrl.config.schema import check_choices, check_schema, merge
+from batchrl.config.section import Section, registered_sections
 
 DEFAULT_NAME = "default"
 
@@ -40,11 +41,12 @@ def load_config(
     moved: Mapping[str, str] | None = None,
     validate: Callable[[Config, Sources], None] | None = None,
 ) -> Config:
-    """Builds a config from `default.yaml`, a chain of presets and overrides.
+    """Builds a config from the schema's defaults, a chain of presets and overrides.
 
-    Precedence, lowest first: `default.yaml`, the presets named by `base:` (each
+    Precedence, lowest first: the defaults, the presets named by `base:` (each
     file may name one; the default base is `default`), the file itself, and the
-    overrides in order. `default.yaml` holds every key and is the schema: a key's
+    overrides in order. The schema holds every key: `default.yaml` and, for batchrl's
+    own presets folder, every registered section (`registered_sections`); a key's
     type is that of its default. An int is accepted (as float) for a float key, a
     bool is not accepted for an int key, null is accepted only where the default
     is null (and then any scalar is), and list elements must have the element
@@ -57,11 +59,11 @@ def load_config(
         overrides: Strings `dotted.key=value`; the value is parsed as YAML, so
             `3e-4` is a float, `true` a bool and `[64, 64]` a list.
         config_dir: The folder of `default.yaml` and the presets; defaults to
-            `default_config_dir()`.
+            `default_config_dir()`. Another folder's `default.yaml` is its whole schema.
         choices: Optional map from dotted keys to their allowed values, e.g.
             `{'algorithm.objective': ['kl_penalty', 'clip']}`.
-        sections: Further sections of the schema, name -> {key: default}, e.g. the
-            section of a user's own algorithm.
+        sections: Further sections of the schema, name -> {key: default} or a
+            `Section`, e.g. the section of a user's own algorithm.
         moved: Keys that no longer exist, dotted old key -> where it went; setting one
             raises a ConfigError that says so.
         validate: Called with the config and where each key's value came from; raises
@@ -76,8 +78,8 @@ def load_config(
             YAML or a cycle of `base:` presets.
     """
     config_dir = _as_dir(config_dir)
-    schema = _load_schema(config_dir, sections)
-    values, sources = _defaults(schema, config_dir)
+    schema, origins = _load_schema(config_dir, sections)
+    values, sources = _defaults(schema, origins)
     for path, tree in _preset_chain(name_or_path, config_dir):
         merge(values, tree, schema, str(path), (), sources, moved)
     for override in overrides:
@@ -102,10 +104,11 @@ def peek(
     """The raw value of dotted `key` after presets and overrides, before any validation.
 
     For choosing what the schema holds (the section of the algorithm a config names)
-    before the config is loaded. Returns None where no file or override sets `key`.
+    before the config is loaded. Returns None where neither the schema's defaults, a file
+    nor an override sets `key`.
     """
     config_dir = _as_dir(config_dir)
-    value = _lookup(_read_yaml(config_dir / f"{DEFAULT_NAME}.yaml"), key)
+    value = _lookup(_load_schema(config_dir)[0], key)
     trees = [tree for _, tree in _preset_chain(name_or_path, config_dir)]
     for override in overrides:
         dotted, raw = _parse_override(override)
@@ -172,7 +175,7 @@ def load_resolved_config(
 ) -> Config:
     """Reads a config written by `save_config`, validated against the current schema.
 
-    Keys the file lacks (added to `default.yaml` since it was written) take their
+    Keys the file lacks (added to the schema since it was written) take their
     defaults, with a warning.
 
     Args:
@@ -191,8 +194,9 @@ def load_resolved_config(
         ConfigError: As `load_config`, or if the file names a `base:` preset.
     """
     config_dir = _as_dir(config_dir)
-    schema = _load_schema(config_dir, sections)
-    values, sources = _defaults(schema, config_dir)
+    schema, origins = _load_schema(config_dir, sections)
+    values, sources = _defaults(schema, origins)
+    defaults = dict(sources)
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"Resolved config {path} does not exist.")
@@ -205,8 +209,7 @@ def load_resolved_config(
             "load presets with load_config() instead."
         )
     merge(values, tree, schema, str(path), (), sources)
-    default_origin = str(config_dir / f"{DEFAULT_NAME}.yaml")
-    missing = [key for key, origin in sources.items() if origin == default_origin]
+    missing = [key for key, origin in sources.items() if origin == defaults[key]]
     if missing:
         warnings.warn(f"{path} lacks keys {missing}; using their defaults.", stacklevel=2)
     check_choices(values, choices, sources)
@@ -289,7 +292,12 @@ def _preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tup
     return chain[::-1]
 
 
-def _load_schema(config_dir: Path, sections: Mapping | None = None) -> dict[str, Any]:
+def _load_schema(config_dir: Path, sections: Mapping | None = None) -> tuple[dict, dict]:
+    """The schema, and the file that declares each of its top-level sections.
+
+    `config_dir`'s default.yaml, with, for batchrl's own presets folder, the sections the
+    components registered (`registered_sections`), and then `sections`.
+    """
     path = config_dir / f"{DEFAULT_NAME}.yaml"
     if not path.is_file():
         raise ConfigError(
@@ -299,17 +307,28 @@ def _load_schema(config_dir: Path, sections: Mapping | None = None) -> dict[str,
     if BASE_KEY in schema:
         raise ConfigError(f"{path}: the default config cannot have a {BASE_KEY!r}.")
     check_schema(schema, str(path), ())
-    for name, section in (sections or {}).items():
+    origins = {name: str(path) for name in schema}
+    declared: dict[str, Any] = {}
+    if config_dir.resolve() == default_config_dir().resolve():
+        declared.update(registered_sections())
+    for name, section in {**declared, **(sections or {})}.items():
+        if isinstance(section, Section):
+            defaults, origin = section.defaults(), str(section.path)
+        else:
+            defaults, origin = dict(section), f"section {name!r}"
         if name in schema:
-            raise ConfigError(f"Section {name!r} is already in {path}; choose another name.")
-        section = copy.deepcopy(dict(section))
-        check_schema({name: section}, f"section {name!r}", ())
-        schema[name] = section
-    return schema
+            raise ConfigError(
+                f"Section {name!r} ({origin}) is already declared in {origins[name]}; "
+                "choose another name."
+            )
+        schema[name] = copy.deepcopy(defaults)
+        check_schema({name: schema[name]}, origin, ())
+        origins[name] = origin
+    return schema, origins
 
 
-def _defaults(schema: dict[str, Any], config_dir: Path) -> tuple[dict, dict[str, str]]:
-    origin = str(config_dir / f"{DEFAULT_NAME}.yaml")
+def _defaults(schema: dict[str, Any], origins: dict[str, str]) -> tuple[dict, dict[str, str]]:
+    """The defaults as values, and each key's source: the file that declares it."""
     sources = {}
 
     def visit(tree, prefix):
@@ -317,7 +336,7 @@ def _defaults(schema: dict[str, Any], config_dir: Path) -> tuple[dict, dict[str,
             if isinstance(value, dict):
                 visit(value, prefix + (key,))
             else:
-                sources[".".join(prefix + (key,))] = origin
+                sources[".".join(prefix + (key,))] = origins[prefix[0] if prefix else key]
 
     visit(schema, ())
     return copy.deepcopy(schema), sources

@@ -132,7 +132,7 @@ ENVIRONMENTS = Registry("environment in TensorFlow ops", "env.id", "batchrl.tf_e
 GYMNASIUM_FAMILIES = Registry(
     "Gymnasium environment family", "env.id", "batchrl.gymnasium_families"
 )
-# The checks of the sections every run reads besides its algorithm's and runner's (which
-# their classes' `check_config` check): section name -> a function of the whole config
-# that raises ConfigError naming the bad key. The run check calls each.
-SECTIONS = Registry("config section check", "section", "batchrl.sections")
+# The config sections the components declare beside their code (`Section`: a YAML file
+# of keys, defaults and docs, and a check): section name -> the `Section`. With
+# configs/default.yaml they make the schema of batchrl's presets.
+SECTIONS = Registry("config section", "section", "batchrl.sections")

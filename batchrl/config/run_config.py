@@ -13,12 +13,11 @@ from batchrl.config import loading
 from batchrl.config.config import (
     Config,
     ConfigError,
-    require,
-    require_positive,
 )
 from batchrl.config.loading import Sources
 from batchrl.config.members import check_member_lists
-from batchrl.config.registry import ALGORITHMS, RUNNERS, SECTIONS
+from batchrl.config.registry import ALGORITHMS, RUNNERS
+from batchrl.config.section import registered_sections
 from batchrl.config.sweeps import check_swept_keys, parse_sweeps, sweep_overrides
 
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
@@ -40,7 +39,8 @@ def load_run_config(
 ) -> Config:
     """Loads a preset with overrides and sweeps and checks every value a run will read.
 
-    The schema is `default.yaml` plus the section of a user's own algorithm
+    The schema is `default.yaml` with the sections the components declare
+    (`batchrl.config.Section`) and the section of a user's own algorithm
     (`config_defaults`). Besides types and choices, it checks ranges, that only the
     chosen algorithm's and runner's sections are set, that the environment exists, and
     whatever the algorithm's and runner's `check_config` check: nothing needs to be built
@@ -135,11 +135,9 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
         algorithm_section(config),
         getattr(algo_cls, "member_keys", ()),
     )
-    for name in SECTIONS.names:  # The env and network sections, by their owners' checks.
-        SECTIONS.resolve(name)(config)
-    _check_train(config.train)
-    _check_population(config)
-    _check_pbt(config, getattr(algo_cls, "pbt_keys", ()))
+    for section in registered_sections().values():  # env, train, network, pbt, ...
+        if section.check is not None:
+            section.check(config)
     algo_cls.check_config(config)
     check = getattr(runner_cls, "check_config", None)
     if check is not None:
@@ -192,7 +190,7 @@ def _section_of(algo_cls: type, name: str) -> str:
 def _extra_sections(algo_name: Any) -> dict[str, dict]:
     """The schema of an algorithm's own section, if its class declares one
     (`config_defaults`: a user's algorithm, registered by entry point or named by
-    'package.module:Class'); the sections of batchrl's own are in default.yaml."""
+    'package.module:Class'); registered sections are in every schema already."""
     if not isinstance(algo_name, str):
         return {}
     algo_cls = ALGORITHMS.resolve(algo_name)
@@ -234,104 +232,32 @@ def _moved_keys(config_dir) -> dict[str, str]:
 
 
 def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None:
-    """Refuses keys set in the section of an algorithm or runner the config does not use."""
-    active = {algorithm_section(config), config.runner.name}
-    owners = {name: "algorithm.name" for name in ALGORITHMS.names}
-    owners.update({name: "runner.name" for name in RUNNERS.names})
-    for section, key in owners.items():
-        if section in active or section not in config:
+    """Refuses keys set in a section the config does not read: that of an algorithm or
+    runner it does not choose, or one whose `Section.read_when` says no."""
+    unread = {}  # section -> (the keys that choose its reader, what to set instead)
+    for key, registry in (("algorithm.name", ALGORITHMS), ("runner.name", RUNNERS)):
+        chosen = config[key.split(".")[0]].name
+        for name in registry.names:
+            if name != chosen and name != algorithm_section(config):
+                unread[name] = (
+                    (key,),
+                    f"{key}={chosen!r} does not read the {name!r} section. Remove it, or "
+                    f"set {key}={name}",
+                )
+    for name, section in registered_sections().items():
+        if section.read_when is not None and not section.read_when(config):
+            unread[name] = (
+                ("algorithm.name", "runner.name"),
+                f"only {section.read_by} reads the {name!r} section. Remove it, or set that",
+            )
+    for section, (keys, why) in unread.items():
+        if section not in config:
             continue
-        # A preset reused for another algorithm by an override keeps its unused keys.
-        chosen_by_override = sources.get(key, "").startswith("override")
+        # A preset reused for another algorithm or runner by an override keeps its unused
+        # keys: only those an override sets, or the file named on the command line when
+        # no override chose the reader, are refused.
+        chosen_by_override = any(sources.get(k, "").startswith("override") for k in keys)
         for name in config[section]:
             origin = sources.get(f"{section}.{name}", "")
             if origin.startswith("override") or (origin == top and not chosen_by_override):
-                chosen = config[key]
-                raise ConfigError(
-                    f"{origin}: {section}.{name} is set, but {key}={chosen!r} does not read "
-                    f"the {section!r} section. Remove it, or set {key}={section}."
-                )
-    # Ape-X's section: DQN on the ray runner reads it.
-    if "apex" in config and not (config.runner.name == "ray" and "dqn" in active):
-        keys = ("runner.name", "algorithm.name")
-        chosen_by_override = any(sources.get(k, "").startswith("override") for k in keys)
-        for name in config.apex:
-            origin = sources.get(f"apex.{name}", "")
-            if origin.startswith("override") or (origin == top and not chosen_by_override):
-                raise ConfigError(
-                    f"{origin}: apex.{name} is set, but only algorithm.name=dqn with "
-                    "runner.name=ray (Ape-X) reads the 'apex' section. Remove it, or set both."
-                )
-
-
-def _check_train(train: Config) -> None:
-    require_positive(
-        train, "train", "total_steps", "steps_per_call", "checkpoint_every", "eval_episodes"
-    )
-    require(train.eval_every >= 0, "train.eval_every", train.eval_every, ">= 0 (0: no evaluation)")
-    require(train.max_seconds >= 0, "train.max_seconds", train.max_seconds, ">= 0 (0: no budget)")
-    require(0 <= train.seed < 2**31, "train.seed", train.seed, "in [0, 2**31)")
-
-
-def _check_population(config: Config) -> None:
-    """Refuses what a population (`train.population` > 1) cannot train yet, naming the key."""
-    population = config.train.population
-    require(population >= 1, "train.population", population, ">= 1")
-    if population == 1:
-        return
-    if not config.train.seeds:
-        require(
-            config.train.seed + population <= 2**31,
-            "train.seed",
-            config.train.seed,
-            f"at most 2**31 - {population} with train.population={population} (member seeds)",
-        )
-    needs = {
-        "algorithm.name": (config.algorithm.name, "ppo"),
-        "network.name": (config.network.name, ("feedforward", "gru", "lstm")),
-        "runner.name": (config.runner.name, "local"),
-    }
-    if config.algorithm.name == "ppo":
-        needs["ppo.update_mode"] = (config.ppo.update_mode, "steps")
-        needs["ppo.jit_update"] = (config.ppo.jit_update, False)
-    needs["train.export_best"] = (config.train.export_best, False)
-    for key, (value, valid) in needs.items():
-        if value not in (valid if isinstance(valid, tuple) else (valid,)):
-            valid = f"one of {list(valid)}" if isinstance(valid, tuple) else repr(valid)
-            raise ConfigError(
-                f"train.population={population} does not support {key}={value!r}; a "
-                f"population needs {key}={valid} (PPO with feed-forward or recurrent "
-                "networks, runner local), or "
-                "train.population=1."
-            )
-
-
-def _check_pbt(config: Config, keys: tuple[str, ...]) -> None:
-    """Refuses population-based training settings it cannot run, naming the key."""
-    pbt, train = config.pbt, config.train
-    require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
-    probability = pbt.resample_probability
-    require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
-    if not pbt.interval:
-        return
-    require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
-    require(
-        train.eval_every > 0 and pbt.interval % train.eval_every == 0,
-        "pbt.interval",
-        pbt.interval,
-        f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
-        "latest evaluation)",
-    )
-    require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
-    for key in pbt.perturb:
-        if key not in keys:
-            raise ConfigError(
-                f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
-                f"population-based training perturbs; valid keys are {list(keys)}."
-            )
-    require(
-        bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
-        "pbt.factors",
-        list(pbt.factors),
-        "a list of positive numbers",
-    )
+                raise ConfigError(f"{origin}: {section}.{name} is set, but {why}.")

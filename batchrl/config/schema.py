@@ -1,4 +1,5 @@
-"""The schema in `default.yaml`: a key's type is its default's; trees are checked against it."""
+"""The schema (`default.yaml` and the components' sections): a key's type is its default's;
+trees are checked against it."""
 
 from __future__ import annotations
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import tensorflow as tf
 
 from batchrl.config import ConfigError, check_choice, require
 from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
+from batchrl.config.section import Section
 from batchrl.networks.convnets import TORSOS
 from batchrl.networks.mlp import ACTIVATIONS, MLP, SharedBodyNetwork
 from batchrl.networks.population import PopulationMLP, PopulationNetwork
@@ -15,6 +17,8 @@ from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
 
 CORES = ("none", *sorted(CELLS))
 CORE_INPUTS = ("last_action", "last_reward")  # What `network.core_inputs` may list.
+# The networks whose parameters `train.population` > 1 stacks as [M] members.
+MEMBER_NETWORKS = ("feedforward", "gru", "lstm")
 
 
 def make_torso(network) -> tf.Module | None:
@@ -293,6 +297,13 @@ def check_network_section(config) -> None:
     key; without building one."""
     network, algorithm = config.network, config.algorithm.name
     NETWORKS.resolve(network.name)
+    population = config.train.population
+    if population > 1 and network.name not in MEMBER_NETWORKS:
+        raise ConfigError(
+            f"train.population={population} does not support network.name="
+            f"{network.name!r}; a population needs network.name one of "
+            f"{list(MEMBER_NETWORKS)}, or train.population=1."
+        )
     check_choice("network.activation", network.activation, sorted(ACTIVATIONS))
     for key in ("policy_layers", "value_layers", "conv_filters"):
         require(
@@ -353,3 +364,6 @@ def _check_core_inputs(network) -> None:
             f"network.core_inputs={inputs} are inputs of the recurrent core: set "
             "network.core to 'lstm' or 'gru', or network.core_inputs=[]."
         )
+
+
+SECTION = Section("network", Path(__file__).with_name("network.yaml"), check=check_network_section)

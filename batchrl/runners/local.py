@@ -24,6 +24,8 @@ class LocalTrainer(Trainer):
     a step's environment steps are each member's.
     """
 
+    trains_populations = True
+
     @classmethod
     def make_batch_env(cls, config, seed: int):
         """The training environments: `env.num_envs` of them (of each member), in the graph."""

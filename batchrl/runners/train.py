@@ -30,16 +30,16 @@ _FIXED_SECTIONS = ("env", "algorithm", "network", "pbt")
 def make_algorithm(config: Config, batch_env, step: tf.Variable | None = None):
     """The algorithm `algorithm.name` names, built for `batch_env` as training builds it.
 
-    With `train.population` > 1, a `PopulationPPO` of that many members. A runner may
+    With `train.population` > 1, the algorithm's `population_class` (PPO's:
+    `PopulationPPO`) of that many members. A runner may
     change what the algorithm is built with (`algorithm_config`: Ape-X's learner keeps no
     replay of its own).
     """
     config = getattr(runner_class(config), "algorithm_config", lambda config: config)(config)
-    if config.train.population > 1:
-        from batchrl.algorithms.ppo import PopulationPPO
-
-        return PopulationPPO(batch_env, config, step, seed=config.train.seed)
-    return algorithm_class(config)(batch_env, config, step, seed=config.train.seed)
+    algo_cls = algorithm_class(config)
+    if config.train.population > 1:  # The run check saw that it has one.
+        algo_cls = algo_cls.population_class
+    return algo_cls(batch_env, config, step, seed=config.train.seed)
 
 
 def train(config: Config, logdir: str | Path, progress=None) -> dict[str, float]:

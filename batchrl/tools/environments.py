@@ -7,11 +7,13 @@ import fnmatch
 import functools
 import importlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import gymnasium as gym
 
 from batchrl.config.config import ConfigError, check_choice, require, require_positive
 from batchrl.config.registry import ENVIRONMENTS, GYMNASIUM_FAMILIES
+from batchrl.config.section import Section
 from batchrl.tools.atari import is_atari, make_atari
 from batchrl.tools.batch_env import BatchEnv, GroupedBatchEnv, make_group
 from batchrl.tools.external_process import ExternalProcess
@@ -405,3 +407,6 @@ def _check_atari_keys(env) -> None:
         sticky,
         "~ (the id's own) or a probability in [0, 1]",
     )
+
+
+SECTION = Section("env", Path(__file__).with_name("env.yaml"), check=check_env_section)

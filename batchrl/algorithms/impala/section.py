@@ -1,11 +1,14 @@
 """The `impala` config section's rules: its choices, ranges, and what it needs of the
-other sections. Its keys and defaults are in batchrl/configs/default.yaml."""
+other sections. Its keys, defaults and docs are in impala.yaml beside this file."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from batchrl.algorithms.impala import utility
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.config import check_range
+from batchrl.config.section import Section
 from batchrl.parts.schedules import SCHEDULES
 
 OPTIMIZERS = ("rmsprop", "adam")
@@ -56,3 +59,8 @@ def check_impala_config(config) -> None:
             f"impala.unroll_length={cfg.unroll_length}, so that every checkpoint falls on "
             "an unroll boundary."
         )
+
+
+SECTION = Section(
+    "impala", Path(__file__).with_name("impala.yaml")
+)  # Checked by IMPALA.check_config.

@@ -1,11 +1,16 @@
 """The `ppo` config section's rules: its choices, ranges, the keys a population's members
 may set on their own or population-based training may perturb, and what it needs of the
-other sections. Its keys and defaults are in batchrl/configs/default.yaml."""
+other sections; and those of the `pbt` section, population-based training of a PPO
+population. Their keys, defaults and docs are in ppo.yaml and pbt.yaml beside this file."""
 
 from __future__ import annotations
 
-from batchrl.config import ConfigError, check_choice
+from pathlib import Path
+
+from batchrl.config import ConfigError, check_choice, require
 from batchrl.config.config import check_range
+from batchrl.config.run_config import algorithm_class
+from batchrl.config.section import Section
 from batchrl.networks import is_recurrent
 from batchrl.networks.factory import check_graph_config
 from batchrl.parts.schedules import SCHEDULES
@@ -100,6 +105,15 @@ def check_ppo_config(config) -> None:
         )
     if config.network.name == "graph":
         check_graph_config(config.network, config.env.get("topologies", ()))
+    population = config.train.population
+    if population > 1:
+        for key, valid in (("update_mode", "steps"), ("jit_update", False)):
+            if cfg[key] != valid:
+                raise ConfigError(
+                    f"train.population={population} does not support ppo.{key}="
+                    f"{cfg[key]!r}; a population needs ppo.{key}={valid!r}, or "
+                    "train.population=1."
+                )
     steps_per_call = config.train.steps_per_call
     if cfg.update_mode == "steps" and steps_per_call % cfg.rollout_length:
         raise ConfigError(
@@ -127,3 +141,42 @@ def check_ppo_config(config) -> None:
                 f"{steps_per_call} x env.num_envs={config.env.num_envs} = {per_call}, "
                 "so that population-based training exploits every interval exactly."
             )
+
+
+SECTION = Section("ppo", Path(__file__).with_name("ppo.yaml"))  # Checked by PPO.check_config.
+
+
+def check_pbt_section(config) -> None:
+    """Raises ConfigError on `pbt` settings population-based training cannot run with,
+    naming the key; the keys it may perturb are the algorithm's `pbt_keys`."""
+    pbt, train = config.pbt, config.train
+    require(pbt.interval >= 0, "pbt.interval", pbt.interval, ">= 0 (0: off)")
+    probability = pbt.resample_probability
+    require(0 <= probability <= 1, "pbt.resample_probability", probability, "in [0, 1]")
+    if not pbt.interval:
+        return
+    require(train.population >= 2, "train.population", train.population, ">= 2 with pbt")
+    require(
+        train.eval_every > 0 and pbt.interval % train.eval_every == 0,
+        "pbt.interval",
+        pbt.interval,
+        f"a multiple of train.eval_every={train.eval_every} (members are ranked by their "
+        "latest evaluation)",
+    )
+    require(0 < pbt.quantile <= 0.5, "pbt.quantile", pbt.quantile, "in (0, 0.5]")
+    keys = tuple(getattr(algorithm_class(config), "pbt_keys", ()))
+    for key in pbt.perturb:
+        if key not in keys:
+            raise ConfigError(
+                f"Invalid pbt.perturb={list(pbt.perturb)}: {key!r} is not a setting "
+                f"population-based training perturbs; valid keys are {list(keys)}."
+            )
+    require(
+        bool(pbt.factors) and all(isinstance(f, float) and f > 0 for f in pbt.factors),
+        "pbt.factors",
+        list(pbt.factors),
+        "a list of positive numbers",
+    )
+
+
+PBT_SECTION = Section("pbt", Path(__file__).with_name("pbt.yaml"), check=check_pbt_section)
