@@ -6,7 +6,8 @@ docs/plots/, which the documentation's pages embed:
 - `curves_<task>.png`: evaluation return over environment steps, one line per method,
   for every race whose runs kept their evaluations (`sb3.json`, `cartpole_dqn_sb3.json`,
   `pendulum_sac_sb3.json`), and for every preset row whose runs kept them
-  (`presets.json`, runs of `bench/report.py --rows presets` since it records them). The
+  (`presets.json`: runs of `bench/report.py --rows presets` record every evaluation from
+  the run's TensorBoard folder). The
   line is the interquartile mean over seeds and the band its 95% percentile-bootstrap
   interval over seeds (rliable's IQM with its stratified bootstrap, which for one task
   resamples the runs; `iqm_band`). A race stops a run at its first evaluation at the

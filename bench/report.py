@@ -151,7 +151,7 @@ def _load() -> float:
 
 
 def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
-    """One run of the train script; its final evaluation and wall-clock."""
+    """One run of the train script; its final evaluation, wall-clock and curve."""
     with tempfile.TemporaryDirectory() as logdir:
         command = [
             sys.executable, "-m", "batchrl.scripts.train", f"--config={preset}",
@@ -161,6 +161,7 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         start = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
         wall = time.perf_counter() - start
+        evals = _evaluations(Path(logdir) / "eval")
     finals = _FINAL.findall(result.stderr)
     if result.returncode or not finals:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
@@ -171,13 +172,22 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         "final": float(final),
         "train_seconds": float(seconds),
         "process_seconds": round(wall, 2),
-        # Every progress line's evaluation: [steps, train seconds, return], the curve.
-        "evals": [
-            [int(s.replace(",", "")), float(sec), float(ev)]
-            for s, _, ev, sec in finals
-            if ev != "nan"
-        ],
+        "evals": evals,  # [[step, return], ...]: the learning curve bench/plots.py draws.
     }
+
+
+def _evaluations(folder: Path) -> list[list[float]]:
+    """Every `eval/mean_return` a run wrote to its TensorBoard folder, by step."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util.tensor_util import make_ndarray
+
+    evals = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == "eval/mean_return":
+                    evals[event.step] = float(make_ndarray(value.tensor))
+    return [[step, evals[step]] for step in sorted(evals)]
 
 
 def row_presets(args) -> dict:
