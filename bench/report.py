@@ -2,8 +2,9 @@
 
     python bench/report.py                        # every row; results to bench/results/
     python bench/report.py --rows presets --presets pendulum cartpole --seeds 0 1 2 3 4
-    python bench/report.py --write                # from the saved results: README.md and
-                                                  # docs/benchmarks.md between their markers
+    python bench/report.py --write                # from the saved results: the tables of
+                                                  # README.md, docs/benchmarks.md and the
+                                                  # algorithms' pages, and docs/plots/
 
 Rows (each saved as bench/results/<row>.json with its command, seeds, machine, load
 average before and after, versions and commit, so that `--write` can assemble them):
@@ -33,6 +34,15 @@ average before and after, versions and commit, so that `--write` can assemble th
   where there is taskset; bench/routing_twin.py --intra-op-threads 1, about 5 minutes;
   it needs the reference's snapshot and Python 3.6 venv, see that script).
 
+`--write` assembles the saved rows: every row into docs/benchmarks.md (between
+`<!-- report:begin -->` and `<!-- report:end -->`), a handful of headline rows into
+README.md (`<!-- report:headline:begin -->`), each algorithm's presets into its page
+(`<!-- report:presets:ppo:begin -->`, ... in docs/algorithms/), and the figures into
+docs/plots/ (`plots`): learning curves over seeds from the races' evaluations (the
+interquartile mean and its 95% stratified-bootstrap interval, by rliable), and the
+speed ratios against each peer as bars. The rows run only when named, apex, minatar and
+twin, take minutes of quiet cores each; the default rows about 20 minutes on two cores.
+
 Timings are only comparable within a row: run nothing else on the machine meanwhile.
 """
 
@@ -58,6 +68,7 @@ from medians import cell, median_to_target
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
+DOCS = ROOT / "docs"
 
 # Preset -> the task's threshold (Pendulum-v1: -200, CartPole-v1: 475).
 PRESETS = {
@@ -80,6 +91,17 @@ PRESETS = {
     "cartpole_es_ray": 475.0,
     "cartpole_apex_ray": 475.0,
 }
+# Preset -> the page of docs/algorithms/ whose table of presets shows it.
+ALGORITHM_PAGES = {
+    "ppo": ("pendulum", "pendulum_tf", "cartpole", "cartpole_tf", "cartpole_ppo_ray"),
+    "impala": ("cartpole_impala", "pendulum_impala", "cartpole_impala_ray"),
+    "es": ("cartpole_es", "pendulum_es", "cartpole_es_ray"),
+    "dqn": ("cartpole_dqn", "cartpole_dqn_tf", "cartpole_apex_ray"),
+    "sac": ("pendulum_sac", "pendulum_sac_tf", "pendulum_td3", "pendulum_td3_tf"),
+}
+# The README's headline: these presets' rows, then the rows named here.
+HEADLINE_PRESETS = ("pendulum", "pendulum_tf", "cartpole_tf", "cartpole_impala", "cartpole_es",
+                    "cartpole_dqn_tf", "pendulum_sac")  # fmt: skip
 _FINAL = re.compile(
     r"step ([\d,]+)/[\d,]+ \(\d+%\) \| train (-?[\d.]+|nan) \| eval (-?[\d.]+|nan) "
     r"\| ([\d.]+) s at"
@@ -129,7 +151,7 @@ def _load() -> float:
 
 
 def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
-    """One run of the train script; its final evaluation and wall-clock."""
+    """One run of the train script; its final evaluation, wall-clock and curve."""
     with tempfile.TemporaryDirectory() as logdir:
         command = [
             sys.executable, "-m", "batchrl.scripts.train", f"--config={preset}",
@@ -139,6 +161,7 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         start = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
         wall = time.perf_counter() - start
+        evals = _evaluations(Path(logdir) / "eval")
     finals = _FINAL.findall(result.stderr)
     if result.returncode or not finals:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
@@ -149,7 +172,22 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         "final": float(final),
         "train_seconds": float(seconds),
         "process_seconds": round(wall, 2),
+        "evals": evals,  # [[step, return], ...]: the learning curve bench/plots.py draws.
     }
+
+
+def _evaluations(folder: Path) -> list[list[float]]:
+    """Every `eval/mean_return` a run wrote to its TensorBoard folder, by step."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util.tensor_util import make_ndarray
+
+    evals = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == "eval/mean_return":
+                    evals[event.step] = float(make_ndarray(value.tensor))
+    return [[step, evals[step]] for step in sorted(evals)]
 
 
 def row_presets(args) -> dict:
@@ -449,6 +487,90 @@ def markdown_twin(result: dict) -> list[str]:
     ]
 
 
+def markdown_preset_table(result: dict, presets: tuple[str, ...]) -> str:
+    """One line per preset: k/n on each group of seeds, median final, when and where."""
+    lines = [
+        "| preset | threshold | seeds | solved | median final | median seconds | measured |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
+    for row in result["presets"]:
+        if row["preset"] not in presets:
+            continue
+        seeds = f"{row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
+        commit = row["machine"]["commit"].replace(" (with uncommitted changes)", "+")
+        lines.append(
+            f"| `{row['preset']}` | {row['threshold']:g} | {seeds} | "
+            f"**{row['solved']}/{len(row['runs'])}** | {row['median_final']:.1f} | "
+            f"{row['median_train_seconds']:.0f} | {row['machine']['date'][:10]}, {commit} |"
+        )
+    return "\n".join(lines + ["", _COMMIT_NOTE])
+
+
+_COMMIT_NOTE = (
+    "A commit marked + had changes under `batchrl/` or `bench/` that were not committed "
+    "when the row ran; which ones is not recorded."
+)
+
+
+def markdown_headline() -> str:
+    """The README's handful of rows: the headline presets over seeds 0 to 9, and the
+    races against Stable-Baselines3 and Gymnasium in short."""
+    presets = _saved_presets()["presets"]
+    lines = ["| what | result |", "|---|---|"]
+    for name in HEADLINE_PRESETS:
+        rows = [row for row in presets if row["preset"] == name]
+        if not rows:
+            continue
+        solved = sum(row["solved"] for row in rows)
+        runs = sum(len(row["runs"]) for row in rows)
+        seeds = sorted(run["seed"] for row in rows for run in row["runs"])
+        lines.append(
+            f"| `{name}`: final evaluation at {rows[0]['threshold']:g} or better, seeds "
+            f"{seeds[0]} to {seeds[-1]} | **{solved}/{runs}**; median "
+            f"{statistics.median(row['median_train_seconds'] for row in rows):.0f} s a run |"
+        )
+    sb3 = RESULTS / "sb3.json"
+    if sb3.exists():
+        saved = json.loads(sb3.read_text())
+        for task, invocations in saved["tasks"].items():
+            best = min(invocations, key=lambda inv: _median_seconds(_sb3_runs(inv)))
+            sb3_seconds = _median_seconds(_sb3_runs(best))
+            sb3_process = _median_seconds(_sb3_runs(best), "process_seconds")
+            parts = []
+            for method in dict.fromkeys(r["method"] for r in best["results"]):
+                if method.startswith("SB3") or "warm" in method:
+                    continue
+                runs = [r for r in best["results"] if r["method"] == method]
+                parts.append(
+                    f"`{method.removeprefix('batchrl ').replace(' (cold)', '')}` "
+                    f"**{_times(sb3_seconds, _median_seconds(runs))}** training, "
+                    f"{_times(sb3_process, _median_seconds(runs, 'process_seconds'))} "
+                    "from process start"
+                )
+            lines.append(
+                f"| Wall-clock to {SB3_TASKS[task]} vs Stable-Baselines3's tuned PPO, "
+                f"median of {len(_sb3_runs(best))} seeds, an empty XLA cache "
+                f"({_when(saved)}) | " + "; ".join(parts) + " |"
+            )
+    envs = RESULTS / "envs.json"
+    if envs.exists():
+        saved = json.loads(envs.read_text())
+        lines += [
+            row.replace(" | **", f" ({_when(saved)}) | **", 1) for row in markdown_envs(saved)
+        ]
+    return "\n".join(lines)
+
+
+def _when(result: dict) -> str:
+    """The date, commit and CPU of a saved row, for the cell that quotes it."""
+    info = result["machine"]
+    return f"{info['date'][:10]}, {info['commit']}, {info['cpu']}"
+
+
+def _sb3_runs(invocation: dict) -> list[dict]:
+    return [r for r in invocation["results"] if r["method"].startswith("SB3")]
+
+
 ROWS = {
     "presets": (row_presets, markdown_presets),
     "sb3": (row_sb3, markdown_sb3),
@@ -485,7 +607,18 @@ def markdown(names: list[str]) -> str:
     machines = {_machine_line(part["machine"]) for _, part in parts}
     notes = [f"- {label}: {part['machine']['date']}, load average {part['load_before']} -> "
              f"{part['load_after']}; `{part['command']}`" for label, part in parts]  # fmt: skip
-    return "\n".join([*lines, "", f"Measured on {'; '.join(sorted(machines))}:", "", *notes])
+    measured = f"Measured on {'; '.join(sorted(machines))}:"
+    return "\n".join(
+        [
+            *lines,
+            "",
+            measured,
+            "",
+            *notes,
+            "",
+            _COMMIT_NOTE.replace("+", "(with uncommitted changes)"),
+        ]
+    )
 
 
 def _machine_line(info: dict) -> str:
@@ -493,10 +626,15 @@ def _machine_line(info: dict) -> str:
     return f"{info['cpu']} ({info['cores']} cores), commit {info['commit']}, {versions}"
 
 
-def write(text: str, path: Path) -> None:
-    """Replaces what stands between the report markers in `path`."""
+def write(text: str, path: Path, name: str = "") -> None:
+    """Replaces what stands between the report markers in `path`: `<!-- report:begin -->`
+    and `<!-- report:end -->`, or with a `name`, `<!-- report:NAME:begin -->` and
+    `<!-- report:NAME:end -->`."""
+    begin, end_marker = BEGIN, END
+    if name:
+        begin, end_marker = f"<!-- report:{name}:begin -->", f"<!-- report:{name}:end -->"
     content = path.read_text()
-    start, end = content.index(BEGIN) + len(BEGIN), content.index(END)
+    start, end = content.index(begin) + len(begin), content.index(end_marker)
     new = f"{content[:start]}\n{text}\n{content[end:]}"
     temporary = path.with_suffix(path.suffix + ".tmp")
     temporary.write_text(new)
@@ -514,8 +652,21 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.write:
         text = markdown(list(ROWS))
-        for path in (ROOT / "README.md", ROOT / "docs" / "benchmarks.md"):
-            write(text, path)
+        write(text, DOCS / "benchmarks.md")
+        write(markdown_headline(), ROOT / "README.md", "headline")
+        saved = _saved_presets()
+        for page, presets in ALGORITHM_PAGES.items():
+            table = markdown_preset_table(saved, presets)
+            write(table, DOCS / "algorithms" / f"{page}.md", f"presets:{page}")
+        from plots import write_plots
+
+        try:
+            written = write_plots(RESULTS, DOCS / "plots")
+        except ImportError as error:  # matplotlib: pip install -e ".[docs]".
+            written = []
+            print(f"No plots ({error}): pip install -e '.[docs]' brings matplotlib.")
+        for path in written:
+            print(f"Wrote {path.relative_to(ROOT)}")
         print(text)
         return
     for name in args.rows:
