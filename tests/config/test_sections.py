@@ -112,3 +112,18 @@ def test_a_saved_run_of_the_version_before_the_sections_still_loads():
         "cartpole_tf", ["train.population=2", "ppo.learning_rate=[1e-3, 3e-4]"]
     )
     assert config.to_dict() == expected.to_dict()
+
+
+def test_a_packages_own_registered_section_joins_the_schema(tmp_path, monkeypatch):
+    from batchrl.config.registry import SECTIONS
+
+    (tmp_path / "mine.yaml").write_text("mine:\n  rate: 0.1                  # The rate.\n")
+    (tmp_path / "my_section.py").write_text(
+        "from pathlib import Path\nfrom batchrl.config import Section\n"
+        "SECTION = Section('mine', Path(__file__).with_name('mine.yaml'))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(SECTIONS, "_entries", {**SECTIONS.entries(), "mine": "my_section:SECTION"})
+    assert load_config("default", ["mine.rate=0.5"]).mine.rate == 0.5
+    with pytest.raises(ConfigError, match=r"mine.rate = 'fast' has type str, expected float"):
+        load_config("default", ["mine.rate=fast"])
