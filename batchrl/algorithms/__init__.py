@@ -2,7 +2,7 @@
 
 A folder holds the algorithm's class, which reads like its paper (collect, targets,
 update, report), the pure math as functions of tensors in modules of their own (PPO's
-`advantages.py` and `losses.py`, IMPALA's `vtrace.py`, the others' `utility.py`) and a
+`advantages.py` and `losses.py`, IMPALA's `vtrace.py`, SAC's `squashed_gaussian.py`) and a
 README.md with the paper and every deviation from it. What a second algorithm needs lives
 in `batchrl.parts`; how the work is spread over threads or machines lives in
 `batchrl.runners`.

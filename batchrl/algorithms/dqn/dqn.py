@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import tensorflow as tf
 
-from batchrl.algorithms.dqn import utility
+from batchrl.algorithms.dqn import exploration, targets
 from batchrl.algorithms.dqn.networks import make_q_network
 from batchrl.algorithms.off_policy import OffPolicy
 from batchrl.config import ConfigError, check_choice
@@ -174,7 +174,7 @@ class DQN(OffPolicy):
             q = self._q_values(self.q, batch["observ"])  # [N, A]
             q_taken = tf.gather(q, batch["action"], batch_dims=1)  # [N]
             td_error = target - q_taken  # [N]
-            loss = tf.reduce_mean(weights * utility.huber(td_error, cfg.huber_delta))
+            loss = tf.reduce_mean(weights * targets.huber(td_error, cfg.huber_delta))
         variables = self.q.trainable_variables
         gradients = tape.gradient(loss, variables)
         gradients, grad_norm = tf.clip_by_global_norm(gradients, cfg.max_grad_norm)
@@ -206,10 +206,10 @@ class DQN(OffPolicy):
         next_q_target = self._q_values(self.target_q, next_observ)  # [N, A]
         if self._cfg.double:
             next_q_online = self._q_values(self.q, next_observ)  # [N, A]
-            return utility.double_q_targets(
+            return targets.double_q_targets(
                 batch["reward"], batch["discount"], next_q_online, next_q_target
             )
-        return utility.q_targets(batch["reward"], batch["discount"], next_q_target)
+        return targets.q_targets(batch["reward"], batch["discount"], next_q_target)
 
     def _q_values(self, network, observ):
         """Q values [N, A] of observations [N, ...], in the environment's dtype or the
@@ -218,7 +218,7 @@ class DQN(OffPolicy):
 
     def _epsilon(self):
         cfg = self._cfg
-        return utility.linear_epsilon(
+        return exploration.linear_epsilon(
             self.env_steps,
             self._total_steps,
             cfg.exploration_fraction,

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.algorithms.dqn import utility
 from batchrl.networks import MLP
 
 
@@ -21,7 +20,7 @@ class DuelingQNetwork(tf.Module):
                                   x itself, flattened, without them         [N, F]
         V(x) = value(f)           hidden layers of its own, then linear to 1 [N]
         A(x, .) = advantage(f)    hidden layers of its own, then linear to A [N, A]
-        Q(x, a) = V(x) + A(x, a) - mean_a' A(x, a')     (`utility.dueling`, eq. 9)
+        Q(x, a) = V(x) + A(x, a) - mean_a' A(x, a')     (`dueling`, eq. 9)
 
     Each stream has the hidden layers `hidden`, so that a dueling network is as deep as
     the plain one. Without convolutions nothing is shared: a value and an advantage MLP
@@ -55,7 +54,7 @@ class DuelingQNetwork(tf.Module):
     def __call__(self, x) -> tf.Tensor:
         """Q values [N, A] of observations [N, ...]."""
         value, advantage = self.streams(x)
-        return utility.dueling(value, advantage)
+        return dueling(value, advantage)
 
     def streams(self, x) -> tuple[tf.Tensor, tf.Tensor]:
         """The value [N] and the advantages [N, A] of observations [N, ...]."""
@@ -75,3 +74,19 @@ def make_q_network(
     if dueling:
         return DuelingQNetwork(hidden, num_actions, activation, conv_filters, name)
     return MLP(hidden, num_actions, activation, 1.0, name, conv_filters=conv_filters)
+
+
+def dueling(value: tf.Tensor, advantage: tf.Tensor) -> tf.Tensor:
+    """Q values from a value and advantages (Wang et al. 2016, eq. 9).
+
+        Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')
+
+    Args:
+      value: [N, 1] or [N] state values.
+      advantage: [N, A] advantages.
+
+    Returns:
+      [N, A] Q values.
+    """
+    value = tf.reshape(value, [-1, 1])  # [N, 1]
+    return value + advantage - tf.reduce_mean(advantage, axis=1, keepdims=True)

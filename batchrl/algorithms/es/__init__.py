@@ -2,7 +2,8 @@
 
 `strategy.py` holds the search distribution and its optimizer (`ask`, `tell`),
 `members.py` a generation's members acting and scored as one batch, `es.py` the
-algorithm and its trainer, `utility.py` the math as pure functions.
+algorithm and its trainer; the math as pure functions: `fitness.py` (rank shaping),
+`gradient.py` (the mirrored estimate, L2, Adam), `noise.py` (each member's noise).
 """
 
 from batchrl.algorithms.es.es import ES, GenerationTrainer

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.es import utility
+from batchrl.algorithms.es.fitness import shape_fitness
+from batchrl.algorithms.es.gradient import adam_step, coupled_l2, mirrored_gradient
+from batchrl.algorithms.es.noise import member_noise
 from batchrl.parts.schedules import learning_rate
 
 OPTIMIZERS = ("adam", "sgd")
@@ -81,7 +83,7 @@ class Strategy(tf.Module):
     def _make_members(self, indices, generation, keep: bool):
         pairs, index = tf.unique(indices % self.pairs)  # [K'], [K]: each pair drawn once
         sign = tf.where(indices < self.pairs, 1.0, -1.0)[:, None]  # [K, 1]
-        noise = utility.member_noise(self._seed, generation, pairs, self.size)  # [K', D]
+        noise = member_noise(self._seed, generation, pairs, self.size)  # [K', D]
         if keep:  # indices are 0..2N-1, so pairs are 0..N-1 in order
             self._drawn.noise.assign(noise)
             self._drawn.generation.assign(generation)
@@ -89,17 +91,15 @@ class Strategy(tf.Module):
 
     def _update(self, fitness):
         cfg = self._cfg
-        shaped = utility.shape_fitness(fitness, cfg.fitness_shaping)  # [2N]
+        shaped = shape_fitness(fitness, cfg.fitness_shaping)  # [2N]
         plus, minus = tf.split(shaped, 2)  # [N] each
         noise = tf.cond(
             tf.equal(self._drawn.generation, self.generation),
             lambda: self._drawn.noise.read_value(),
-            lambda: utility.member_noise(
-                self._seed, self.generation, tf.range(self.pairs), self.size
-            ),
+            lambda: member_noise(self._seed, self.generation, tf.range(self.pairs), self.size),
         )  # [N, D]
-        gradient = utility.mirrored_gradient(plus, minus, noise, cfg.sigma)  # [D]
-        total = utility.coupled_l2(gradient, self.theta, cfg.l2_coeff)  # [D]
+        gradient = mirrored_gradient(plus, minus, noise, cfg.sigma)  # [D]
+        total = coupled_l2(gradient, self.theta, cfg.l2_coeff)  # [D]
         rate = learning_rate(
             cfg.learning_rate,
             cfg.learning_rate_schedule,
@@ -108,7 +108,7 @@ class Strategy(tf.Module):
             cfg.final_learning_rate,
         )
         if cfg.optimizer == "adam":
-            step, m, v = utility.adam_step(
+            step, m, v = adam_step(
                 total,
                 self.m,
                 self.v,

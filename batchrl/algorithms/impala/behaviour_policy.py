@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.impala import utility
+from batchrl.algorithms.impala import rewards
 from batchrl.core import BehaviourPolicy
 from batchrl.networks import (
     MLP,
@@ -138,7 +138,7 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         if not (self.recurrent and self.policy.last_reward):
             return state
         state = np.array(state, np.float32)
-        clipped = utility.clip_rewards(tf.constant(reward, tf.float32), self._cfg.reward_clipping)
+        clipped = rewards.clip_rewards(tf.constant(reward, tf.float32), self._cfg.reward_clipping)
         state[:, -1] = clipped.numpy()
         return state
 
@@ -151,7 +151,7 @@ class ImpalaBehaviourPolicy(tf.Module, BehaviourPolicy):
         [size] is the Gaussian's log standard deviation (Box actions only).
         """
         arrays = dict(arrays)
-        arrays["reward"] = utility.clip_rewards(arrays["reward"], self._cfg.reward_clipping).numpy()
+        arrays["reward"] = rewards.clip_rewards(arrays["reward"], self._cfg.reward_clipping).numpy()
         ended = arrays["terminated"] | arrays["truncated"]  # [T, B]
         if self._discounted is None:
             self._discounted = np.zeros(arrays["reward"].shape[1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchrl.algorithms.impala import utility, vtrace
+from batchrl.algorithms.impala import bootstrap, losses, rewards, vtrace
 from batchrl.algorithms.impala.behaviour_policy import ImpalaBehaviourPolicy
 from batchrl.algorithms.impala.section import check_impala_config
 from batchrl.core import Algorithm, Learner, Policy
@@ -32,7 +32,7 @@ class IMPALA(Algorithm, Learner, Policy):
     3. Compute V-trace targets v_t and policy-gradient advantages, with discount 0 at
        terminal steps and, at truncated steps (time limits), the bootstrap
        gamma * V(final observation) folded into the reward with discount 0 too, so no
-       trace crosses into the next episode (`utility.truncation_bootstrap`). The last
+       trace crosses into the next episode (`bootstrap.truncation_bootstrap`). The last
        step bootstraps from the value of its next observation.
     4. Take one RMSProp or Adam step on
 
@@ -196,7 +196,7 @@ class IMPALA(Algorithm, Learner, Policy):
     @tf.autograph.experimental.do_not_convert
     def experience(self, agent_indices, observ, action, reward, terminated, truncated, next_observ):
         del action  # The raw sample from `perform` is stored instead of the clipped action.
-        reward = utility.clip_rewards(reward, self._cfg.reward_clipping)  # [K]
+        reward = rewards.clip_rewards(reward, self._cfg.reward_clipping)  # [K]
         if self.recurrent and self.policy.last_reward:  # The next step's core reads it.
             state = self.policy.with_last_reward(tf.gather(self._state, agent_indices), reward)
             self._state.scatter_nd_update(agent_indices[:, None], state)
@@ -347,11 +347,11 @@ class IMPALA(Algorithm, Learner, Policy):
 
                 output = batch_apply(self.policy, unroll["observ"], inner)  # [T, B, size]
                 value = batch_apply(values, unroll["observ"], inner)  # [T, B]
-            next_value = utility.next_values(
+            next_value = bootstrap.next_values(
                 values, value, unroll["next_observ"], unroll["truncated"], inner
             )
         next_value = tf.stop_gradient(next_value)
-        rewards, discounts = utility.truncation_bootstrap(
+        rewards, discounts = bootstrap.truncation_bootstrap(
             unroll["reward"], unroll["terminated"], unroll["truncated"], next_value, cfg.discount
         )  # [T, B] each
         target = self.head(output)
@@ -369,11 +369,11 @@ class IMPALA(Algorithm, Learner, Policy):
         )  # [T, B] each
         entropy = target.entropy()  # [T, B]
         info = {
-            "policy_loss": utility.policy_gradient_loss(
+            "policy_loss": losses.policy_gradient_loss(
                 target.log_prob(unroll["sample"]), returns.pg_advantages
             ),
-            "baseline_loss": utility.baseline_loss(returns.vs, value),
-            "entropy_loss": utility.entropy_loss(entropy),
+            "baseline_loss": losses.baseline_loss(returns.vs, value),
+            "entropy_loss": losses.entropy_loss(entropy),
             "value": value,
             "vs": returns.vs,
             "pg_advantages": returns.pg_advantages,
@@ -425,7 +425,7 @@ class IMPALA(Algorithm, Learner, Policy):
         them, in their last-reward column (`network.core_inputs: [last_reward]`)."""
         if not (self.recurrent and self.policy.last_reward):
             return state
-        reward = utility.clip_rewards(tf.cast(reward, tf.float32), self._cfg.reward_clipping)
+        reward = rewards.clip_rewards(tf.cast(reward, tf.float32), self._cfg.reward_clipping)
         return self.policy.with_last_reward(state, reward)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchrl.algorithms.impala import utility
+from batchrl.algorithms.impala import rewards
 from batchrl.config import ConfigError, check_choice
 from batchrl.config.config import check_range
 from batchrl.config.section import Section
@@ -19,7 +19,7 @@ def check_impala_config(config) -> None:
     cfg = config.impala
     check_choice("impala.optimizer", cfg.optimizer, OPTIMIZERS)
     check_choice("impala.learning_rate_schedule", cfg.learning_rate_schedule, SCHEDULES)
-    check_choice("impala.reward_clipping", cfg.reward_clipping, utility.REWARD_CLIPPINGS)
+    check_choice("impala.reward_clipping", cfg.reward_clipping, rewards.REWARD_CLIPPINGS)
     check_range(
         cfg,
         "impala",

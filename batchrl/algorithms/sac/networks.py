@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.sac import utility
+from batchrl.algorithms.sac import squashed_gaussian
 from batchrl.networks import MLP, as_float
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # The log std is clipped to these (SB3's).
@@ -36,13 +36,13 @@ class BoundedActor(tf.Module):
 
     def to_env(self, squashed) -> tf.Tensor:
         """Environment actions [N, ...] for actions in [-1, 1] [N, A]."""
-        action = utility.to_bounds(squashed, self._low, self._high)  # [N, A]
+        action = squashed_gaussian.to_bounds(squashed, self._low, self._high)  # [N, A]
         return tf.reshape(action, (-1,) + self._shape)
 
     def from_env(self, action) -> tf.Tensor:
         """Actions in [-1, 1] [N, A] for environment actions [N, ...]."""
         action = tf.reshape(tf.cast(action, tf.float32), [-1, self.size])  # [N, A]
-        return utility.from_bounds(action, self._low, self._high)
+        return squashed_gaussian.from_bounds(action, self._low, self._high)
 
 
 class SquashedGaussianActor(BoundedActor):
@@ -70,7 +70,7 @@ class SquashedGaussianActor(BoundedActor):
         observations [N, ...] and standard normal noise [N, A]."""
         mean, log_std = self.gaussian(observ)
         u = mean + tf.exp(log_std) * noise  # [N, A]
-        return tf.tanh(u), utility.squashed_gaussian_log_prob(u, mean, log_std)
+        return tf.tanh(u), squashed_gaussian.squashed_gaussian_log_prob(u, mean, log_std)
 
     def mode(self, observ) -> tf.Tensor:
         """The squashed mean tanh(mean) [N, A]."""

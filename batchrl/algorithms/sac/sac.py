@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.off_policy import OffPolicy
-from batchrl.algorithms.sac import utility
+from batchrl.algorithms.sac import losses, squashed_gaussian, targets
 from batchrl.algorithms.sac.networks import SquashedGaussianActor, TwinCritic
 from batchrl.config import ConfigError
 from batchrl.parts import optimizers
@@ -40,7 +40,7 @@ class SAC(OffPolicy):
     training call of K steps with all its updates is one graph call, and one XLA program
     with environments in TensorFlow ops. Random numbers come from `RandomStream`s: the
     same bits eagerly, in graph mode and under XLA; Gaussian noise is made from them by
-    Box-Muller (`utility.normal_from_uniforms`).
+    Box-Muller (`squashed_gaussian.normal_from_uniforms`).
     """
 
     config_section = "sac"
@@ -126,7 +126,7 @@ class SAC(OffPolicy):
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         draw = self.exploration.uniform([3, self._batch_size, self._action_size])  # [3, B, A]
-        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [B, A]
+        noise = squashed_gaussian.normal_from_uniforms(draw[0], draw[1])  # [B, A]
         policy = self.actor.to_env(self.actor.sample(observ, noise)[0])  # [B, ...]
         random = self.actor.uniform(draw[2])  # [B, ...]
         warming_up = self.env_steps < self._cfg.learning_starts
@@ -141,8 +141,8 @@ class SAC(OffPolicy):
         cfg = self._cfg
         _, _, batch = self.sample()
         draw = self.noise.uniform([4, cfg.batch_size, self._action_size])  # [4, N, A]
-        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A], at s
-        next_noise = utility.normal_from_uniforms(draw[2], draw[3])  # [N, A], at s'
+        noise = squashed_gaussian.normal_from_uniforms(draw[0], draw[1])  # [N, A], at s
+        next_noise = squashed_gaussian.normal_from_uniforms(draw[2], draw[3])  # [N, A], at s'
         alpha = tf.exp(tf.convert_to_tensor(self.log_alpha))  # Before its step, as SB3.
         with tf.GradientTape() as actor_tape:
             action, log_prob = self.actor.sample(batch["observ"], noise)  # [N, A], [N]
@@ -150,7 +150,7 @@ class SAC(OffPolicy):
                 alpha_loss = self._temperature_step(log_prob)
                 critic_loss, q_mean = self._critic_step(batch, next_noise, alpha)
             q1, q2 = self.critic(batch["observ"], action)  # After their step (SB3's order).
-            actor_loss = utility.actor_loss(log_prob, q1, q2, alpha)
+            actor_loss = losses.actor_loss(log_prob, q1, q2, alpha)
         variables = self.actor.trainable_variables
         gradients = actor_tape.gradient(actor_loss, variables)
         self.actor_optimizer.apply_gradients(zip(gradients, variables))
@@ -174,7 +174,7 @@ class SAC(OffPolicy):
         if not self._learn_alpha:
             return tf.constant(0.0)
         with tf.GradientTape() as tape:
-            loss = utility.temperature_loss(self.log_alpha, log_prob, self._target_entropy)
+            loss = losses.temperature_loss(self.log_alpha, log_prob, self._target_entropy)
         gradient = tape.gradient(loss, self.log_alpha)
         self.alpha_optimizer.apply_gradients([(gradient, self.log_alpha)])
         return loss
@@ -183,12 +183,12 @@ class SAC(OffPolicy):
         """One Adam step on both critics toward the soft targets; returns loss and mean Q."""
         next_action, next_log_prob = self.actor.sample(batch["next_observ"], next_noise)
         next_q1, next_q2 = self.target_critic(batch["next_observ"], next_action)  # [N] each
-        target = utility.soft_q_targets(
+        target = targets.soft_q_targets(
             batch["reward"], batch["discount"], next_q1, next_q2, next_log_prob, alpha
         )  # [N]
         with tf.GradientTape() as tape:
             q1, q2 = self.critic(batch["observ"], batch["action"])  # [N] each
-            loss = utility.critic_loss(q1, q2, target)
+            loss = losses.critic_loss(q1, q2, target)
         variables = self.critic.trainable_variables
         gradients = tape.gradient(loss, variables)
         self.critic_optimizer.apply_gradients(zip(gradients, variables))
@@ -205,7 +205,7 @@ class SAC(OffPolicy):
         if deterministic:
             return self.actor.to_env(self.actor.mode(observ))
         draw = self.exploration.uniform(tf.stack([2, tf.shape(observ)[0], self._action_size]))
-        noise = utility.normal_from_uniforms(draw[0], draw[1])  # [N, A]
+        noise = squashed_gaussian.normal_from_uniforms(draw[0], draw[1])  # [N, A]
         return self.actor.to_env(self.actor.sample(observ, noise)[0])
 
 

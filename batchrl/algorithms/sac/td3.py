@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchrl.algorithms.off_policy import OffPolicy
-from batchrl.algorithms.sac import utility
+from batchrl.algorithms.sac import losses, squashed_gaussian, targets
 from batchrl.algorithms.sac.networks import DeterministicActor, TwinCritic
 from batchrl.algorithms.sac.sac import check_action_space
 from batchrl.parts import optimizers
@@ -24,8 +24,8 @@ class TD3(OffPolicy):
        actions during the first `learning_starts` environment steps.
     2. Store: as SAC, actions mapped to [-1, 1] (`OffPolicy`).
     3. Learn: each gradient step moves the twin critics toward clipped double-Q targets at
-       smoothed target actions (`utility.smoothed_target_actions`,
-       `utility.clipped_double_q_targets`); every `policy_delay` gradient steps the actor
+       smoothed target actions (`targets.smoothed_target_actions`,
+       `targets.clipped_double_q_targets`); every `policy_delay` gradient steps the actor
        climbs Q1 and the target actor and critics take a Polyak step of `tau`.
     4. Report: the losses and Q values.
 
@@ -100,7 +100,7 @@ class TD3(OffPolicy):
     @tf.autograph.experimental.do_not_convert
     def perform(self, agent_indices, observ):
         draw = self.exploration.uniform([3, self._batch_size, self._action_size])  # [3, B, A]
-        noise = self._cfg.action_noise * utility.normal_from_uniforms(draw[0], draw[1])
+        noise = self._cfg.action_noise * squashed_gaussian.normal_from_uniforms(draw[0], draw[1])
         action = tf.clip_by_value(self.actor(observ) + noise, -1.0, 1.0)  # [B, A]
         warming_up = self.env_steps < self._cfg.learning_starts
         return tf.where(warming_up, self.actor.uniform(draw[2]), self.actor.to_env(action))
@@ -114,18 +114,18 @@ class TD3(OffPolicy):
         cfg = self._cfg
         _, _, batch = self.sample()
         draw = self.noise.uniform([2, cfg.batch_size, self._action_size])  # [2, N, A]
-        noise = cfg.target_policy_noise * utility.normal_from_uniforms(draw[0], draw[1])
-        next_action = utility.smoothed_target_actions(
+        noise = cfg.target_policy_noise * squashed_gaussian.normal_from_uniforms(draw[0], draw[1])
+        next_action = targets.smoothed_target_actions(
             self.target_actor(batch["next_observ"]), noise, cfg.target_noise_clip
         )  # [N, A]
         next_q1, next_q2 = self.target_critic(batch["next_observ"], next_action)  # [N] each
-        target = utility.clipped_double_q_targets(
+        target = targets.clipped_double_q_targets(
             batch["reward"], batch["discount"], next_q1, next_q2
         )  # [N]
         with tf.GradientTape() as tape:
             q1, q2 = self.critic(batch["observ"], batch["action"])  # [N] each
             # The paper's sum of the two mean squared errors (SAC's loss halves it).
-            critic_loss = 2.0 * utility.critic_loss(q1, q2, target)
+            critic_loss = 2.0 * losses.critic_loss(q1, q2, target)
         variables = self.critic.trainable_variables
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, variables), variables))
         self.updates.assign_add(1)
@@ -162,6 +162,8 @@ class TD3(OffPolicy):
         action = self.actor(observ)  # [N, A]
         if not deterministic:
             draw = self.exploration.uniform(tf.stack([2, tf.shape(observ)[0], self._action_size]))
-            noise = self._cfg.action_noise * utility.normal_from_uniforms(draw[0], draw[1])
+            noise = self._cfg.action_noise * squashed_gaussian.normal_from_uniforms(
+                draw[0], draw[1]
+            )
             action = tf.clip_by_value(action + noise, -1.0, 1.0)
         return self.actor.to_env(action)

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.dqn import DuelingQNetwork, make_q_network, utility
+from batchrl.algorithms.dqn import DuelingQNetwork, make_q_network, networks
 from batchrl.networks import MLP
 
 
@@ -27,7 +27,7 @@ def test_the_value_and_advantage_streams_have_hidden_layers_of_their_own():
     assert len(value_ids) == len(advantage_ids) == 6 and not value_ids & advantage_ids
     assert len(network.trainable_variables) == 12
     value, advantage = network.streams(x)
-    np.testing.assert_allclose(q, utility.dueling(value, advantage), rtol=1e-6)
+    np.testing.assert_allclose(q, networks.dueling(value, advantage), rtol=1e-6)
 
 
 def test_changing_one_stream_leaves_the_other_unchanged():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.impala import utility
+from batchrl.algorithms.impala import bootstrap, losses, rewards
 
 MODES = ["eager", "function", "xla"]
 
@@ -34,13 +34,13 @@ REWARDS = [-10.0, -1.5, -0.5, 0.0, 0.5, 2.0, 10.0]
     ],
 )
 def test_clip_rewards(mode, clipping, expected):
-    clip = compile_fn(lambda r: utility.clip_rewards(r, clipping), mode)
+    clip = compile_fn(lambda r: rewards.clip_rewards(r, clipping), mode)
     np.testing.assert_allclose(clip(tf.constant(REWARDS)), expected, rtol=1e-6, atol=1e-7)
 
 
 def test_clip_rewards_rejects_an_unknown_mode():
     with pytest.raises(ValueError, match="abs_one"):
-        utility.clip_rewards(tf.constant([1.0]), "abs_two")
+        rewards.clip_rewards(tf.constant([1.0]), "abs_two")
 
 
 # T=3 steps of B=2 agents, time-major [T, B], discount 0.9:
@@ -51,7 +51,7 @@ def test_clip_rewards_rejects_an_unknown_mode():
 # Every other step keeps its reward and the discount 0.9.
 @pytest.mark.parametrize("mode", MODES)
 def test_truncation_bootstrap(mode):
-    fn = compile_fn(utility.truncation_bootstrap, mode)
+    fn = compile_fn(bootstrap.truncation_bootstrap, mode)
     rewards, discounts = fn(
         tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]),
         tf.constant([[False, False], [False, True], [False, False]]),
@@ -91,7 +91,7 @@ def test_next_values_shift_the_unrolls_values_unless_a_step_inside_was_truncated
 
     next_observ = tf.constant([[[3.0], [4.0]], [[7.0], [6.0]], [[9.0], [8.0]]])
     value = tf.constant([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]])
-    result = compile_fn(lambda t: utility.next_values(values, value, next_observ, t, 1), mode)(
+    result = compile_fn(lambda t: bootstrap.next_values(values, value, next_observ, t, 1), mode)(
         tf.constant(truncated) > 0
     )
     np.testing.assert_allclose(result, expected)
@@ -119,7 +119,7 @@ def test_policy_gradient_loss(mode):
     log_prob = [[-1.0, -2.0], [-0.5, -3.0]]
     advantages = [[2.0, -1.0], [4.0, 0.5]]
     loss, (d_log_prob, d_advantages) = _value_and_gradients(
-        utility.policy_gradient_loss, mode, log_prob, advantages
+        losses.policy_gradient_loss, mode, log_prob, advantages
     )
     np.testing.assert_allclose(loss, 0.875, rtol=1e-6)
     np.testing.assert_allclose(d_log_prob, [[-0.5, 0.25], [-1.0, -0.125]], rtol=1e-6)
@@ -132,7 +132,7 @@ def test_baseline_loss(mode):
     # d loss / d V = -(vs - V) / 4; no gradient flows into the targets.
     vs = [[1.0, 2.0], [3.0, 4.0]]
     values = [[0.0, 4.0], [3.0, 1.0]]
-    loss, (d_vs, d_values) = _value_and_gradients(utility.baseline_loss, mode, vs, values)
+    loss, (d_vs, d_values) = _value_and_gradients(losses.baseline_loss, mode, vs, values)
     np.testing.assert_allclose(loss, 1.75, rtol=1e-6)
     np.testing.assert_allclose(d_values, [[-0.25, 0.5], [0.0, -0.75]], rtol=1e-6)
     assert d_vs is None
@@ -142,6 +142,6 @@ def test_baseline_loss(mode):
 def test_entropy_loss(mode):
     # The mean entropy is 1.25; the loss is its negative, with gradient -1/4 each.
     entropy = [[0.5, 1.0], [1.5, 2.0]]
-    loss, (d_entropy,) = _value_and_gradients(utility.entropy_loss, mode, entropy)
+    loss, (d_entropy,) = _value_and_gradients(losses.entropy_loss, mode, entropy)
     np.testing.assert_allclose(loss, -1.25, rtol=1e-6)
     np.testing.assert_allclose(d_entropy, [[-0.25, -0.25], [-0.25, -0.25]], rtol=1e-6)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.sac import SAC, utility
+from batchrl.algorithms.sac import SAC, squashed_gaussian
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs import make as make_tf_env
 from batchrl.replay import RandomStream
@@ -86,7 +86,9 @@ def test_warm_up_acts_uniformly_in_the_bounds_then_samples_the_squashed_policy()
     np.testing.assert_allclose(warming.perform(tf.range(4), observ), -2.0 + 4.0 * draw[2])
     _, _, acting = pendulum(["sac.learning_starts=0"])
     mean, log_std = acting.actor.gaussian(observ)
-    squashed = tf.tanh(mean + tf.exp(log_std) * utility.normal_from_uniforms(draw[0], draw[1]))
+    squashed = tf.tanh(
+        mean + tf.exp(log_std) * squashed_gaussian.normal_from_uniforms(draw[0], draw[1])
+    )
     np.testing.assert_allclose(acting.perform(tf.range(4), observ), 2.0 * squashed, rtol=1e-6)
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.sac import TD3, utility
+from batchrl.algorithms.sac import TD3, targets
 from batchrl.config import ConfigError, load_run_config
 from batchrl.envs import make as make_tf_env
 from batchrl.runners import train
@@ -53,7 +53,7 @@ def test_target_actions_add_clipped_noise_and_stay_in_minus_one_one(mode):
     next_action = tf.constant([[0.2, -0.9], [0.9, 0.0]])
     noise = tf.constant([[0.1, -0.7], [0.3, 0.6]])
     # Noise clipped to 0.5: [0.1, -0.5], [0.3, 0.5]; sums 0.3, -1.4 -> -1, 1.2 -> 1, 0.5.
-    got = compile_fn(utility.smoothed_target_actions, mode)(next_action, noise, 0.5)
+    got = compile_fn(targets.smoothed_target_actions, mode)(next_action, noise, 0.5)
     np.testing.assert_allclose(got, [[0.3, -1.0], [1.0, 0.5]], rtol=1e-6)
 
 
@@ -64,7 +64,7 @@ def test_targets_take_the_smaller_target_critic_and_stop_at_terminals(mode):
     next_q1 = tf.constant([10.0, 7.0, -3.0])
     next_q2 = tf.constant([12.0, 1.0, -4.0])
     # 1 + 0.99 * 10 = 10.9; -0.5; 2 + 0.9801 * -4 = -1.9204.
-    got = compile_fn(utility.clipped_double_q_targets, mode)(reward, discount, next_q1, next_q2)
+    got = compile_fn(targets.clipped_double_q_targets, mode)(reward, discount, next_q1, next_q2)
     np.testing.assert_allclose(got, [10.9, -0.5, -1.9204], rtol=1e-6)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchrl.algorithms.es import utility
+from batchrl.algorithms.es import fitness, gradient, noise
 
 MODES = ["eager", "function"]
 
@@ -31,9 +31,9 @@ def test_centered_ranks_with_ties(mode):
     # Sorted: -2 (rank 0), 1 and 1 (ranks 1 and 2, both 1.5), 3 (rank 3), 5 (rank 4).
     expected = np.array([3, 1.5, 1.5, 4, 0]) / 4 - 0.5
     np.testing.assert_allclose(numpy_centered_ranks(x), expected)
-    np.testing.assert_allclose(run(utility.centered_ranks, x, mode=mode), expected, atol=1e-6)
-    assert run(utility.centered_ranks, np.ones(4, np.float32), mode=mode).tolist() == [0] * 4
-    assert run(utility.centered_ranks, np.ones(1, np.float32), mode=mode).tolist() == [0]
+    np.testing.assert_allclose(run(fitness.centered_ranks, x, mode=mode), expected, atol=1e-6)
+    assert run(fitness.centered_ranks, np.ones(4, np.float32), mode=mode).tolist() == [0] * 4
+    assert run(fitness.centered_ranks, np.ones(1, np.float32), mode=mode).tolist() == [0]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -43,11 +43,11 @@ def test_separate_ranks_rank_each_half_apart(mode):
     expected = np.concatenate([numpy_centered_ranks(plus), numpy_centered_ranks(minus)])
     np.testing.assert_allclose(expected, [-0.5, 0.25, 0.25, -0.5, 0.5, 0.0])
     both = np.concatenate([plus, minus])
-    shaped = run(lambda f: utility.shape_fitness(f, "separate_ranks"), both, mode=mode)
+    shaped = run(lambda f: fitness.shape_fitness(f, "separate_ranks"), both, mode=mode)
     np.testing.assert_allclose(shaped, expected, atol=1e-6)
-    overall = run(lambda f: utility.shape_fitness(f, "centered_ranks"), both, mode=mode)
+    overall = run(lambda f: fitness.shape_fitness(f, "centered_ranks"), both, mode=mode)
     np.testing.assert_allclose(overall, numpy_centered_ranks(both), atol=1e-6)
-    raw = run(lambda f: utility.shape_fitness(f, "raw"), both, mode=mode)
+    raw = run(lambda f: fitness.shape_fitness(f, "raw"), both, mode=mode)
     np.testing.assert_array_equal(raw, both)
 
 
@@ -58,7 +58,7 @@ def test_mirrored_gradient(mode):
     noise = rng.normal(size=(4, 3)).astype(np.float32)
     sigma = 0.1
     expected = sum((plus[i] - minus[i]) * noise[i] for i in range(4)) / (2 * 4 * sigma)
-    actual = run(lambda p, m, e: utility.mirrored_gradient(p, m, e, sigma), plus, minus, noise,
+    actual = run(lambda p, m, e: gradient.mirrored_gradient(p, m, e, sigma), plus, minus, noise,
                  mode=mode)  # fmt: skip
     np.testing.assert_allclose(actual, expected, rtol=1e-5)
 
@@ -67,7 +67,7 @@ def test_mirrored_gradient(mode):
 def test_coupled_l2_and_adam(mode):
     g = np.array([0.5, -1.0, 2.0], np.float32)
     theta = np.array([1.0, 2.0, -3.0], np.float32)
-    total = run(lambda a, b: utility.coupled_l2(a, b, 0.1), g, theta, mode=mode)
+    total = run(lambda a, b: gradient.coupled_l2(a, b, 0.1), g, theta, mode=mode)
     np.testing.assert_allclose(total, [0.4, -1.2, 2.3], rtol=1e-6)
     # Two Adam steps from zero moments, by hand: lr 0.005, betas 0.9 and 0.999, eps 1e-8.
     m, v = np.zeros(3), np.zeros(3)
@@ -79,7 +79,7 @@ def test_coupled_l2_and_adam(mode):
         expected.append((a * m / (np.sqrt(v) + 1e-8), m, v))
     m_tf, v_tf = np.zeros(3, np.float32), np.zeros(3, np.float32)
     for t, (step, m_np, v_np) in zip((1, 2), expected):
-        fn = lambda gr, mm, vv, tt: tf.stack(utility.adam_step(gr, mm, vv, tt, 0.005))  # noqa: E731
+        fn = lambda gr, mm, vv, tt: tf.stack(gradient.adam_step(gr, mm, vv, tt, 0.005))  # noqa: E731
         step_tf, m_tf, v_tf = run(fn, total, m_tf, v_tf, np.float32(t), mode=mode)
         np.testing.assert_allclose(step_tf, step, rtol=1e-4)  # float32: 1 - 0.999**t
         np.testing.assert_allclose(m_tf, m_np, rtol=1e-6)
@@ -89,8 +89,8 @@ def test_coupled_l2_and_adam(mode):
 
 
 NOISE = (
-    "import numpy as np; from batchrl.algorithms.es import utility; "
-    "np.save({path!r}, utility.member_noise(7, 12, [3, 4], 50).numpy())"
+    "import numpy as np; from batchrl.algorithms.es import noise; "
+    "np.save({path!r}, noise.member_noise(7, 12, [3, 4], 50).numpy())"
 )
 
 
@@ -98,11 +98,11 @@ NOISE = (
 def test_noise_is_the_same_in_two_processes_and_differs_between_members(tmp_path):
     path = str(tmp_path / "noise.npy")
     subprocess.run([sys.executable, "-c", NOISE.format(path=path)], check=True)
-    arrays = [np.load(path), utility.member_noise(7, 12, [3, 4], 50).numpy()]  # There, here.
+    arrays = [np.load(path), noise.member_noise(7, 12, [3, 4], 50).numpy()]  # There, here.
     np.testing.assert_array_equal(arrays[0], arrays[1])
     assert not np.allclose(arrays[0][0], arrays[0][1])  # Members 3 and 4 differ.
-    here = tf.function(lambda: utility.member_noise(7, tf.constant(12), [3, 4], 50))()
+    here = tf.function(lambda: noise.member_noise(7, tf.constant(12), [3, 4], 50))()
     np.testing.assert_array_equal(here.numpy(), arrays[0])  # And in a graph here.
-    other_generation = utility.member_noise(7, 13, [3], 50).numpy()
+    other_generation = noise.member_noise(7, 13, [3], 50).numpy()
     assert not np.allclose(other_generation[0], arrays[0][0])
     assert abs(arrays[0].mean()) < 0.5 and 0.7 < arrays[0].std() < 1.3

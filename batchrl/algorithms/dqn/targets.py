@@ -1,24 +1,9 @@
-"""Pure math of DQN: dueling heads, double-DQN targets, the Huber loss, the epsilon schedule."""
+"""DQN's targets and TD loss: one-step and double-DQN targets (van Hasselt et al. 2016),
+and the Huber loss."""
 
 from __future__ import annotations
 
 import tensorflow as tf
-
-
-def dueling(value: tf.Tensor, advantage: tf.Tensor) -> tf.Tensor:
-    """Q values from a value and advantages (Wang et al. 2016, eq. 9).
-
-        Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')
-
-    Args:
-      value: [N, 1] or [N] state values.
-      advantage: [N, A] advantages.
-
-    Returns:
-      [N, A] Q values.
-    """
-    value = tf.reshape(value, [-1, 1])  # [N, 1]
-    return value + advantage - tf.reduce_mean(advantage, axis=1, keepdims=True)
 
 
 def double_q_targets(
@@ -66,28 +51,3 @@ def huber(error: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
     magnitude = tf.abs(error)
     quadratic = tf.minimum(magnitude, delta)
     return 0.5 * tf.square(quadratic) + delta * (magnitude - quadratic)
-
-
-def linear_epsilon(
-    step: tf.Tensor, total_steps: int, fraction: float, initial: float, final: float
-) -> tf.Tensor:
-    """Epsilon of epsilon-greedy, linear from `initial` to `final` over a fraction of a run.
-
-        epsilon(t) = initial + (final - initial) * min(t / (fraction * total_steps), 1)
-
-    (Stable-Baselines3's `exploration_fraction`; fraction 0 gives `final` from the start.)
-
-    Args:
-      step: environment steps so far, a scalar.
-      total_steps: the run's environment steps.
-      fraction: of `total_steps` over which epsilon falls.
-      initial, final: epsilon at the start and from the end of the fall.
-
-    Returns:
-      A float32 scalar.
-    """
-    span = fraction * total_steps
-    if span <= 0:
-        return tf.constant(final, tf.float32)
-    progress = tf.minimum(tf.cast(step, tf.float32) / span, 1.0)
-    return initial + (final - initial) * progress
