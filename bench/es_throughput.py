@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchrl.algorithms.es import ES, GenerationTrainer
-from batchrl.algorithms.es.members import OBSERV_CLIP
+from batchrl.algorithms.es.generation import OBSERV_CLIP
 from batchrl.config import load_run_config
 from batchrl.tools.environments import make_in_graph_env
 

@@ -30,7 +30,7 @@ from routing_heuristics import MAX_STEPS, finished_returns, topology_name
 from routing_heuristics import evaluate as heuristic_returns
 
 from batchrl.algorithms.es import ES
-from batchrl.algorithms.es.members import PopulationEvaluator, PopulationPolicy
+from batchrl.algorithms.es.generation import PopulationEvaluator, PopulationPolicy
 from batchrl.config.run_config import load_run_config
 from batchrl.envs.routing import Routing
 from batchrl.training.checkpoints import Checkpoints

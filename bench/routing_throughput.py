@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from routing_heuristics import MAX_STEPS
 
-from batchrl.algorithms.es.members import PopulationEvaluator, PopulationPolicy
+from batchrl.algorithms.es.generation import PopulationEvaluator, PopulationPolicy
 from batchrl.envs.routing import GYM_IDS, Heuristic, Routing, RoutingGraphFeatures
 from batchrl.networks.graph import GraphPopulation
 from batchrl.tools.episodes import EpisodeRecorder, first_episodes

@@ -1,7 +1,8 @@
 """Networks as `tf.Module`s: MLPs, Atari ConvNets, recurrent cells, heads, their factory.
 
-Also the graph network for routing and the batched-parameter networks an ES or PPO
-population evaluates in one product per layer (`PopulationMLP`, `PopulationRecurrent`).
+Also the graph network for routing and the stacked networks (`stacked.py`,
+`stacked_recurrent.py`): M parameter vectors as one batch, which an ES generation or a
+PPO population evaluates in one product per layer (`PopulationMLP`, `PopulationRecurrent`).
 Networks build their variables on first call and know nothing of environments,
 algorithms or runners: the graph network reads graphs and their features, which an
 environment's `GraphFeatures` makes of its observations.
@@ -26,9 +27,9 @@ from batchrl.networks.mlp import (
     as_float,
     batch_apply,
 )
-from batchrl.networks.population import PopulationMLP, PopulationNetwork, action_size, to_action
-from batchrl.networks.population_recurrent import PopulationRecurrent
 from batchrl.networks.recurrent import CoreNetwork, GRUCell, LSTMCell, RecurrentNetwork
+from batchrl.networks.stacked import PopulationMLP, PopulationNetwork, action_size, to_action
+from batchrl.networks.stacked_recurrent import PopulationRecurrent
 
 __all__ = [
     "ACTIVATIONS",

@@ -12,8 +12,8 @@ from batchrl.config.registry import GRAPH_FEATURES, NETWORKS
 from batchrl.config.section import Section
 from batchrl.networks.convnets import TORSOS
 from batchrl.networks.mlp import ACTIVATIONS, MLP, SharedBodyNetwork
-from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, CoreNetwork, RecurrentNetwork
+from batchrl.networks.stacked import PopulationMLP, PopulationNetwork
 
 CORES = ("none", *sorted(CELLS))
 CORE_INPUTS = ("last_action", "last_reward")  # What `network.core_inputs` may list.

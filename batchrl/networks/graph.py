@@ -7,7 +7,7 @@ from typing import Protocol
 import numpy as np
 import tensorflow as tf
 
-from batchrl.networks.population import PopulationNetwork
+from batchrl.networks.stacked import PopulationNetwork
 
 
 class GraphFeatures(Protocol):

@@ -12,7 +12,7 @@ runner spreads the work (local, threads, Ray) is in `batchrl.runners`, and
 from batchrl.training.checkpoints import CheckpointError, Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import export_policy
-from batchrl.training.members import MemberLogs
+from batchrl.training.member_logs import MemberLogs
 from batchrl.training.policy_evaluator import PolicyEvaluator
 from batchrl.training.train_loop import Interrupted, Progress, run
 from batchrl.training.video import VideoWriter, record_episode

@@ -20,7 +20,7 @@ from batchrl.tools.in_graph_batch_env import InGraphBatchEnv
 from batchrl.training.checkpoints import Checkpoints
 from batchrl.training.evaluation import Evaluation
 from batchrl.training.export import METADATA, export_policy
-from batchrl.training.members import MemberLogs, describe_aggregate
+from batchrl.training.member_logs import MemberLogs, describe_aggregate
 from batchrl.training.policy_evaluator import PolicyEvaluator
 
 _clock = time.monotonic  # Of `train.max_seconds`; tests replace it.

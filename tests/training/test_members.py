@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from batchrl.training.members import MemberLogs, aggregate, describe_aggregate
+from batchrl.training.member_logs import MemberLogs, aggregate, describe_aggregate
 
 
 def test_aggregate_of_a_hand_computed_example():

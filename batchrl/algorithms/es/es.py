@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from batchrl.algorithms.es.members import OBSERV_CLIP, PopulationEvaluator, PopulationPolicy
+from batchrl.algorithms.es.generation import OBSERV_CLIP, PopulationEvaluator, PopulationPolicy
 from batchrl.algorithms.es.strategy import OPTIMIZERS, SHAPINGS, Strategy
 from batchrl.config import ENVIRONMENTS, ConfigError, check_choice
 from batchrl.config.config import check_range

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from batchrl.algorithms.es import ES, GenerationTrainer, PopulationPolicy
 from batchrl.algorithms.es.es import common_streams
-from batchrl.algorithms.es.members import PopulationEvaluator
+from batchrl.algorithms.es.generation import PopulationEvaluator
 from batchrl.config import ConfigError, load_run_config
 from batchrl.networks import PopulationNetwork
 from tests.tools._in_graph_envs import Countdown

@@ -3,7 +3,7 @@
 import pytest
 
 from batchrl.algorithms.es import ES
-from batchrl.algorithms.es.members import PopulationEvaluator, PopulationPolicy
+from batchrl.algorithms.es.generation import PopulationEvaluator, PopulationPolicy
 from batchrl.config import load_run_config
 from batchrl.envs.routing import Routing
 from tests.learning import assert_k_of_n

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from batchrl.networks.population import PopulationMLP, PopulationNetwork
 from batchrl.networks.recurrent import CELLS, RecurrentNetwork
+from batchrl.networks.stacked import PopulationMLP, PopulationNetwork
 
 # Gates of each cell: their pre-activations are `gates * units` wide.
 GATES = {"gru": 3, "lstm": 4}

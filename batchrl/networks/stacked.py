@@ -1,4 +1,5 @@
-"""The batched-parameters forward pass a population needs: M parameter vectors at once."""
+"""Stacked networks: M parameter vectors at once, the batched-parameters forward pass of an
+ES generation or a PPO population."""
 
 from __future__ import annotations
 
