@@ -391,7 +391,7 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
 
     from batchrl.runners.ray.group import ActorGroup
 
-    @ray.remote(num_cpus_per_actor=0, max_actor_restarts=0)
+    @ray.remote(num_cpus=0, max_restarts=0)
     class Buggy:
         def work(self):
             return {}["missing key"]

@@ -313,7 +313,7 @@ def test_a_shard_that_gives_no_batch_times_out_naming_it(ray_cluster):
 
     from batchrl.runners.ray.group import ActorGroup
 
-    @ray.remote(num_cpus_per_actor=0, max_actor_restarts=0)
+    @ray.remote(num_cpus=0, max_restarts=0)
     class Stuck:
         def sample(self, seconds):
             time.sleep(seconds)

@@ -102,7 +102,7 @@ def test_an_actor_that_gives_no_result_times_out_naming_it(ray_cluster):
 
     from batchrl.runners.ray.group import ActorGroup
 
-    @ray.remote(num_cpus_per_actor=0, max_actor_restarts=0)
+    @ray.remote(num_cpus=0, max_restarts=0)
     class Slow:
         def work(self, seconds):
             time.sleep(seconds)
