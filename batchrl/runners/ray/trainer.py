@@ -51,8 +51,11 @@ def distribution(algo_cls) -> str | None:
 
 
 class RayTrainer(Trainer):
-    """Runner `ray`: IMPALA's actors (`RayActorLearner`), PPO's samplers (`RaySamplers`),
-    ES's workers (`RayPopulation`) or DQN as Ape-X (`RayApex`: actors and replay shards).
+    """Runner `ray`: the `RayRunner` of the shape of distribution the algorithm needs
+    (`distribution`, `SHAPES`): PPO's samplers (`RaySamplers`), IMPALA's actors
+    (`RayActorLearner`), DQN as Ape-X (`RayApex`: actors and replay shards) or ES's
+    workers (`RayPopulation`). It asks that runner to check the config, build the
+    algorithm's environments and start (`check_config`, `make_batch_env`, `from_config`).
 
     Reads the `ray` section. It starts Ray on this machine for the run when `ray.address`
     is empty (and stops it at `close`), or joins the cluster at `ray.address`; in a
