@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import queue
 import threading
 import time
@@ -18,11 +17,10 @@ from batchrl.config.run_config import algorithm_section
 from batchrl.core import Learner, Trainer
 from batchrl.parts import summary
 from batchrl.runners.dynamic_batching import DynamicBatcher
+from batchrl.runners.restarts import Restarts, first_line
 from batchrl.runners.unrolls import Unroll, UnrollCollector, concatenate, episode_stats
 from batchrl.tools.batch_env import BatchEnv
 from batchrl.tools.environments import EnvSpaces, make_batch_env
-
-logger = logging.getLogger(__name__)
 
 # Seconds an actor waits for room in the full queue before it checks whether to stop.
 _PUT_INTERVAL = 0.1
@@ -206,13 +204,12 @@ class ActorLearner:
         self._unroll_length = unroll_length
         self._unroll_timeout = unroll_timeout
         self._batch = learner_batch
-        self._max_restarts = max_actor_restarts
         self._unrolls = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
         self._weights = _Weights(self._snapshot())
         self._learn = tf.function(learner.learn)
         self.version = 0
-        self.restarts = 0
+        self._restarts = Restarts(max_actor_restarts, "actor", "threads.max_actor_restarts")
         self.batcher = None
         if inference == "dynamic":
             shared = learner.make_behaviour_policy(seed + 999_999)
@@ -230,6 +227,11 @@ class ActorLearner:
         elif inference != "actor":
             raise ValueError(f"inference={inference!r}: 'actor' or 'dynamic'.")
         self.actors = [self._make_actor(index) for index in range(num_actors)]
+
+    @property
+    def restarts(self) -> int:
+        """Actors replaced so far."""
+        return self._restarts.restarts
 
     def __enter__(self) -> ActorLearner:
         self.start()
@@ -323,22 +325,8 @@ class ActorLearner:
             if actor.is_alive() or self._stop.is_set():
                 continue
             error = actor.error or RuntimeError("the actor thread ended without an error")
-            self.restarts += 1
-            if self.restarts > self._max_restarts:
-                raise RuntimeError(
-                    f"Actor {actor.index} failed, and actors have failed {self.restarts} times "
-                    f"in all, more than algorithm.max_actor_restarts={self._max_restarts}. "
-                    f"Its error: {type(error).__name__}: {error}"
-                ) from error
-            logger.warning(
-                "Actor %d failed (%s: %s); restarting it with new environments "
-                "(restart %d of at most %d).",
-                actor.index,
-                type(error).__name__,
-                str(error).splitlines()[0] if str(error) else "",
-                self.restarts,
-                self._max_restarts,
-            )
+            self._restarts.lose()  # Its unroll in progress.
+            self._restarts.count(actor.index, first_line(error), error)
             self.actors[position] = self._make_actor(actor.index)
             self.actors[position].start()
 

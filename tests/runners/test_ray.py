@@ -87,9 +87,9 @@ def test_es_workers_give_the_parameters_of_single_process_es(ray_cluster):
         config, remote, 2, make_env=fixed_start_env, timeout=RAY_TIMEOUT
     ) as population:
         assert population.slices == [(0, 2), (2, 4)]  # Pairs: members 0, 1, 4, 5 and 2, 3, 6, 7.
-        _, nodes = actor_info(population.workers)
+        _, nodes = actor_info(population.actors)
         assert len(set(nodes)) == 2
-        pids, _ = actor_info(population.workers)
+        pids, _ = actor_info(population.actors)
         for _ in range(3):
             local_steps, local_stats = trainer.step()
             steps, stats = population.step()
@@ -156,7 +156,7 @@ def test_routing_es_with_common_random_numbers_on_ray_gives_the_local_parameters
             assert steps == local_steps
             # A weighted mean of the workers' means, in float64: equal up to rounding.
             assert stats["mean_return"] == pytest.approx(float(local_stats["mean_return"]))
-        pids, _ = actor_info(population.workers)
+        pids, _ = actor_info(population.actors)
     assert int(remote.strategy.generation) == 3
     for name in ("theta", "m", "v"):
         np.testing.assert_array_equal(
@@ -389,7 +389,7 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
     """The first failure logs the remote traceback; the same from the replacement stops."""
     import ray
 
-    from batchrl.runners.ray.actors import Actors
+    from batchrl.runners.ray.group import ActorGroup
 
     @ray.remote(num_cpus=0, max_restarts=0)
     class Buggy:
@@ -403,15 +403,17 @@ def test_an_error_in_the_actors_code_is_logged_in_full_and_stops_when_it_repeats
         return handle, raised.value
 
     caplog.set_level(logging.WARNING)
-    actors = Actors(lambda index, restarts: Buggy.remote(), max_restarts=10, timeout=60)
-    actors.start(1)
+    actors = ActorGroup(
+        Buggy, lambda index, seed: (), 1, cpus_per_actor=0, max_actor_restarts=10, timeout=60
+    )
     try:
         assert actors.replace(0, *fail(actors))
         assert "Ray actor 0 failed (KeyError: 'missing key'); replacing it" in caplog.text
         assert 'in work\n    return {}["missing key"]' in caplog.text  # The remote traceback.
         with pytest.raises(RuntimeError, match="Ray actor 0, a replacement, raised KeyError"):
             actors.replace(0, *fail(actors))
-        assert actors.restarts == 2  # Not ray.max_actor_restarts=10.
+        assert actors.restarts == 1  # Not replaced again, and not ray.max_actor_restarts=10.
+        assert actors.lost == 2  # Both failed calls' work.
     finally:
         actors.close()
 
@@ -536,17 +538,19 @@ def test_dynamic_batching_gives_each_actor_its_own_actions_without_waiting_for_a
     import ray
 
     from batchrl.runners.ray import EnvActor
-    from batchrl.runners.ray.actors import Actors
     from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
+    from batchrl.runners.ray.group import ActorGroup
 
     make_env = functools.partial(echo_envs, slow=2, delay=1.0)
 
-    def make_actor(index, restarts):
-        seed = 1000 * index + 100_000 * restarts
-        return EnvActor.options(num_cpus=0.25).remote(make_env, None, seed, 1)
-
-    actors = Actors(make_actor, max_restarts=1, timeout=RAY_TIMEOUT)
-    actors.start(3)
+    actors = ActorGroup(
+        EnvActor,
+        lambda index, seed: (make_env, None, seed, 1),
+        3,
+        cpus_per_actor=0.25,
+        max_actor_restarts=1,
+        timeout=RAY_TIMEOUT,
+    )
     try:
         pids, _ = actor_info(actors.handles)
         assert set(pids) <= set(ray_actor_processes())
@@ -613,11 +617,8 @@ def test_started_dynamic_batching_steps_while_the_learner_learns(ray_cluster):
     import ray
 
     from batchrl.runners.ray import EnvActor
-    from batchrl.runners.ray.actors import Actors
     from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
-
-    def make_actor(index, restarts):
-        return EnvActor.options(num_cpus=0.25).remote(echo_envs, None, 1000 * index, 1)
+    from batchrl.runners.ray.group import ActorGroup
 
     def settle(batcher):  # Until no forward pass for 1 s (at most 60 s).
         end, passes = time.monotonic() + 60, -1
@@ -626,8 +627,14 @@ def test_started_dynamic_batching_steps_while_the_learner_learns(ray_cluster):
             time.sleep(1.0)
         return passes
 
-    actors = Actors(make_actor, max_restarts=0, timeout=RAY_TIMEOUT)
-    actors.start(2)
+    actors = ActorGroup(
+        EnvActor,
+        lambda index, seed: (echo_envs, None, seed, 1),
+        2,
+        cpus_per_actor=0.25,
+        max_actor_restarts=0,
+        timeout=RAY_TIMEOUT,
+    )
     try:
         pids, _ = actor_info(actors.handles)
         batcher = RayDynamicBatcher(actors, EchoPolicy(), lambda _: EchoPolicy(), 4, 2, 0.05)

@@ -311,15 +311,22 @@ def test_a_killed_shard_is_replaced_empty_its_loss_counted_and_training_goes_on(
 def test_a_shard_that_gives_no_batch_times_out_naming_it(ray_cluster):
     import ray
 
-    from batchrl.runners.ray.actors import Actors
+    from batchrl.runners.ray.group import ActorGroup
 
     @ray.remote(num_cpus=0, max_restarts=0)
     class Stuck:
         def sample(self, seconds):
             time.sleep(seconds)
 
-    shards = Actors(lambda index, restarts: Stuck.remote(), 0, timeout=2, kind="replay shard")
-    shards.start(2)
+    shards = ActorGroup(
+        Stuck,
+        lambda index, seed: (),
+        2,
+        cpus_per_actor=0,
+        max_actor_restarts=0,
+        timeout=2,
+        kind="replay shard",
+    )
     try:
         refs = [shards.handles[1].sample.remote(60)]
         deadline = time.monotonic() + shards.timeout

@@ -100,7 +100,7 @@ def test_a_killed_sampler_is_replaced_and_its_rollout_collected_again(ray_cluste
 def test_an_actor_that_gives_no_result_times_out_naming_it(ray_cluster):
     import ray
 
-    from batchrl.runners.ray.actors import Actors
+    from batchrl.runners.ray.group import ActorGroup
 
     @ray.remote(num_cpus=0, max_restarts=0)
     class Slow:
@@ -110,8 +110,9 @@ def test_an_actor_that_gives_no_result_times_out_naming_it(ray_cluster):
 
     # The first answers wait for the workers to start, which import TensorFlow first
     # (actors.RUNTIME_ENV): seconds on two busy cores. The 3 s timeout counts after that.
-    actors = Actors(lambda index, restarts: Slow.remote(), max_restarts=0, timeout=120)
-    actors.start(2)
+    actors = ActorGroup(
+        Slow, lambda index, seed: (), 2, cpus_per_actor=0, max_actor_restarts=0, timeout=120
+    )
     try:
         assert actors.gather(lambda index, handle: handle.work.remote(0), "quick work") == [0, 0]
         actors.timeout = 3

@@ -1,4 +1,4 @@
-"""The ray runner: IMPALA's actors, PPO's samplers, ES's workers, Ape-X's actors and shards.
+"""The ray runner: one actor group, and the runners on it (samplers, actor-learner, Ape-X, ES).
 
 The only package that imports Ray; the registry imports it only for `runner.name: ray`.
 """
@@ -13,6 +13,7 @@ from batchrl.runners.ray.actors import EnvActor, connect  # noqa: E402
 from batchrl.runners.ray.apex import RayApex  # noqa: E402
 from batchrl.runners.ray.apex_actor import ApexActor, epsilons  # noqa: E402
 from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher  # noqa: E402
+from batchrl.runners.ray.group import ActorGroup, ActorOptions, RayRunner  # noqa: E402
 from batchrl.runners.ray.impala import RayActorLearner, make_behaviour_policy  # noqa: E402
 from batchrl.runners.ray.population import (  # noqa: E402
     PopulationWorker,
@@ -21,10 +22,13 @@ from batchrl.runners.ray.population import (  # noqa: E402
 )
 from batchrl.runners.ray.replay_shards import ReplayShard  # noqa: E402
 from batchrl.runners.ray.samplers import RaySamplers, Sampler  # noqa: E402
-from batchrl.runners.ray.trainer import RayTrainer  # noqa: E402
+from batchrl.runners.ray.trainer import SHAPES, RayTrainer, distribution  # noqa: E402
 
 __all__ = [
     "INSTALL_HINT",
+    "SHAPES",
+    "ActorGroup",
+    "ActorOptions",
     "ApexActor",
     "EnvActor",
     "PopulationWorker",
@@ -32,11 +36,13 @@ __all__ = [
     "RayApex",
     "RayDynamicBatcher",
     "RayPopulation",
+    "RayRunner",
     "RaySamplers",
     "ReplayShard",
     "RayTrainer",
     "Sampler",
     "connect",
+    "distribution",
     "epsilons",
     "make_behaviour_policy",
     "merge_statistics",

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Unpack
 
 import numpy as np
 import ray
 import tensorflow as tf
 
+from batchrl.config import ConfigError
+from batchrl.config.run_config import algorithm_section
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import ActorGroup, Actors, merge_episode_stats
-from batchrl.runners.ray.apex_actor import ApexActor, epsilons
+from batchrl.runners.ray.actors import merge_episode_stats
+from batchrl.runners.ray.apex_actor import ApexActor, acting_config, check_apex_config, epsilons
+from batchrl.runners.ray.group import ActorOptions, RayRunner, options_of
 from batchrl.runners.ray.replay_shards import ReplayShard, ShardContents, item_spec
+from batchrl.tools.environments import EnvSpaces
 
 logger = logging.getLogger("batchrl.runners.ray")
 
 
-class RayApex(ActorGroup):
+class RayApex(RayRunner):
     """Ape-X DQN (Horgan et al. 2018): actors and replay shards as Ray actors, the learner here.
 
     Each of `ray.num_actors` `ApexActor`s collects blocks of `apex.block_length` batched
@@ -43,28 +48,49 @@ class RayApex(ActorGroup):
     whom it awaits.
     """
 
-    def __init__(
-        self,
-        config,
-        learner,
-        num_actors: int,
-        cpus_per_actor: float = 1.0,
-        tf_threads: int = 1,
-        max_actor_restarts: int = 10,
-        seed: int = 0,
-        timeout: float = 300.0,
-    ):
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError for an off-policy algorithm other than DQN, or an `apex`
+        section that cannot work."""
+        name = config.algorithm.name
+        if algorithm_section(config) != "dqn":
+            raise ConfigError(
+                f"algorithm.name={name!r} is off-policy, and runner.name='ray' runs only "
+                "DQN's off-policy path (Ape-X: epsilon-greedy actors feeding prioritized "
+                "replay shards); SAC's and TD3's actors would need their continuous-action "
+                "policies there, which are not written. Use runner.name='local'."
+            )
+        check_apex_config(config)
+        super().check_config(config, algo_cls)
+
+    @classmethod
+    def algorithm_config(cls, config):
+        """Ape-X's learner samples from the shards, so its own replay buffer is the least
+        its checks allow (`acting_config`)."""
+        return acting_config(config)
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """The spaces of an actor's environments: the learner steps none."""
+        return EnvSpaces(config.env, config.env.num_envs)
+
+    @classmethod
+    def from_config(cls, config, algo, seed: int) -> RayApex:
+        return cls(config, algo, config.ray.num_actors, **options_of(config, seed))
+
+    def __init__(self, config, learner, num_actors: int, **options: Unpack[ActorOptions]):
         """Starts the actors and shards; Ray must be connected (`connect`).
 
         Args:
           config: the run's config: its `dqn` and `apex` sections.
           learner: the `DQN` that learns (built for `env.num_envs` environments).
           num_actors: Ray actors, each with `env.num_envs` environments.
-          cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`
-            (restarts counted apart for actors and for shards).
-          seed: actor i's environments are reset with seeds `seed + 1000 * i` (plus
-            100,000 per restart so far); shard j samples with seed `seed + j` (plus as much).
+          **options: of the actors and shards (`ActorOptions`; restarts counted apart for
+            actors and for shards). Actor i's environments are reset with seeds
+            `seed + 1000 * i` (plus 100,000 per restart so far); shard j samples with seed
+            `seed + j` (plus as much).
         """
+        super().__init__(**options)
         cfg = self._cfg = config.apex
         self._dqn = config.dqn
         self._learner = learner
@@ -73,7 +99,6 @@ class RayApex(ActorGroup):
         self.version = int(learner.updates)
         self.env_steps = int(learner.env_steps)
         self.added = 0  # Transitions the shards took.
-        self.lost_blocks = 0
         self.lost_transitions = 0
         self._weights = ray.put(self._snapshot())
         self._weights_version = self.version  # The update `_weights` are of.
@@ -84,20 +109,6 @@ class RayApex(ActorGroup):
         alpha = self._dqn.priority_alpha if self._dqn.prioritized else 0.0
         priority = (alpha, self._dqn.priority_epsilon)
 
-        def make_actor(index: int, restarts: int):
-            options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
-            actor_seed = seed + 1000 * index + 100_000 * restarts
-            return ApexActor.options(**options).remote(
-                config, self._rates[index], actor_seed, tf_threads
-            )
-
-        def make_shard(index: int, restarts: int):
-            options = dict(num_cpus=cfg.cpus_per_shard, scheduling_strategy="SPREAD")
-            shard_seed = seed + index + 100_000 * restarts
-            return ReplayShard.options(**options).remote(capacity, spec, *priority, shard_seed)
-
-        self._actors = Actors(make_actor, max_actor_restarts, timeout)
-        self._shards = Actors(make_shard, max_actor_restarts, timeout, kind="replay shard")
         self._collecting: dict = {}  # info ref -> (actor index, handle, block ref)
         self._adding: dict = {}  # ref -> (shard index, handle, transitions)
         self._sampling: dict = {}  # ref -> (shard index, handle)
@@ -109,16 +120,29 @@ class RayApex(ActorGroup):
         self._first_steps = self.env_steps  # Where this runner started collecting.
         self._steps = 0  # Environment steps collected since the last `step`.
         self._episodes: list[tuple[list, list]] = []
-        try:
-            self._shards.start(cfg.num_shards)
+        with self.closing_on_error():
+            self._actors = self.start_group(
+                ApexActor,
+                lambda index, seed: (config, self._rates[index], seed, self.tf_threads),
+                num_actors,
+            )
+            self._shards = self.start_group(
+                ReplayShard,
+                lambda index, seed: (capacity, spec, *priority, seed),
+                cfg.num_shards,
+                cpus_per_actor=cfg.cpus_per_shard,
+                seed_stride=1,
+                kind="replay shard",
+            )
             if cfg.checkpoint_shards:  # Restores the shards' contents, if the checkpoint has them.
                 learner.apex_shards = ShardContents(self)
-            self._actors.start(num_actors)
             for index in range(num_actors):
                 self._request(index)
-        except BaseException:
-            self.close()
-            raise
+
+    @property
+    def lost_blocks(self) -> int:
+        """Blocks lost with the actors that died collecting them."""
+        return self._actors.lost
 
     @property
     def shards(self) -> list:
@@ -189,8 +213,7 @@ class RayApex(ActorGroup):
         if getattr(self._learner, "apex_shards", None) is not None:
             del self._learner.apex_shards  # Its shards are gone.
         self._collecting, self._adding, self._sampling, self._updating = {}, {}, {}, {}
-        self._actors.close()
-        self._shards.close()
+        super().close()
 
     # Collecting.
 
@@ -248,7 +271,6 @@ class RayApex(ActorGroup):
         try:
             info = ray.get(ref)
         except ray.exceptions.RayError as error:
-            self.lost_blocks += 1
             if self._actors.replace(index, handle, error):
                 self._request(index)
             return

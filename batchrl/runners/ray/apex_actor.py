@@ -1,4 +1,4 @@
-"""Ape-X's actors: epsilon-greedy DQN copies that score their own n-step transitions."""
+"""Ape-X's actors: epsilon-greedy DQN copies scoring their own n-step transitions; config."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import ray
 import tensorflow as tf
 
-from batchrl.config import Config
+from batchrl.config import Config, ConfigError
+from batchrl.config.config import check_range
 from batchrl.config.run_config import algorithm_class
 from batchrl.replay import NStep
 from batchrl.runners.ray.actors import limit_threads
@@ -38,6 +39,39 @@ def acting_config(config) -> Config:
     dqn["buffer_size"] = max(dqn["batch_size"], least)
     dqn["checkpoint_replay"] = False
     return Config(tree)
+
+
+def check_apex_config(config) -> None:
+    """Raises ConfigError when the `apex` section is out of range or cannot feed `dqn`'s
+    learner: a shard that holds fewer than a batch, or fewer than learning starts at."""
+    apex, dqn = config.apex, config.dqn
+    check_range(
+        apex,
+        "apex",
+        {
+            "num_shards": (lambda x: x >= 1, ">= 1"),
+            "buffer_size": (lambda x: x >= 1, ">= 1"),
+            "cpus_per_shard": (lambda x: x > 0, "> 0"),
+            "epsilon": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+            "epsilon_alpha": (lambda x: x >= 0, ">= 0"),
+            "block_length": (lambda x: x >= 1, ">= 1 (batched steps)"),
+            "weights_every": (lambda x: x >= 1, ">= 1 (updates)"),
+            "requests_per_shard": (lambda x: x >= 1, ">= 1"),
+            "steps_per_update": (lambda x: x >= 0, ">= 0 (0: actors run free)"),
+        },
+    )
+    if apex.buffer_size // apex.num_shards < dqn.batch_size:
+        raise ConfigError(
+            f"apex.buffer_size={apex.buffer_size} gives each of apex.num_shards="
+            f"{apex.num_shards} shards fewer transitions than dqn.batch_size="
+            f"{dqn.batch_size}, the batch one shard samples."
+        )
+    if dqn.learning_starts > apex.buffer_size:
+        raise ConfigError(
+            f"dqn.learning_starts={dqn.learning_starts} is more than apex.buffer_size="
+            f"{apex.buffer_size}: the shards never hold that many transitions, so "
+            "learning would never start. Valid: at most apex.buffer_size."
+        )
 
 
 def push_and_score(n_step: NStep, algo, *block) -> tuple[dict, tf.Tensor]:

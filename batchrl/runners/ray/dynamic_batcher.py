@@ -13,7 +13,7 @@ import numpy as np
 import ray
 
 from batchrl.core import BehaviourPolicy
-from batchrl.runners.ray.actors import Actors
+from batchrl.runners.ray.group import ActorGroup
 from batchrl.runners.unrolls import Unroll, carry_state, stack
 
 logger = logging.getLogger(__name__)
@@ -73,13 +73,13 @@ class RayDynamicBatcher:
     next forward pass, so the policy is used by one thread only. An error in the thread
     (an actor failing too often, a timeout) is raised by the next `next_unroll`.
 
-    An actor whose call fails is replaced (`Actors`) and its unroll so far dropped; its
+    An actor whose call fails is replaced (`ActorGroup`) and its unroll so far dropped; its
     replacement starts a new one.
     """
 
     def __init__(
         self,
-        actors: Actors,
+        actors: ActorGroup,
         policy: BehaviourPolicy,
         make_finisher: Callable[[int], BehaviourPolicy],
         unroll_length: int,
@@ -145,8 +145,8 @@ class RayDynamicBatcher:
         after `start`, waits for the thread to queue one.
 
         Raises:
-          RuntimeError: as `Actors.replace`, or the batcher is closed.
-          TimeoutError: an actor gave no result for `Actors.timeout` seconds; names it.
+          RuntimeError: as `ActorGroup.replace`, or the batcher is closed.
+          TimeoutError: an actor gave no result for `ActorGroup.timeout` seconds; names it.
         """
         if self._thread is None:
             return self._step_until_unroll()
@@ -292,7 +292,7 @@ class RayDynamicBatcher:
         or, without `until`, as soon as one is.
 
         Raises:
-          TimeoutError: a call has been in flight for longer than `Actors.timeout`; names
+          TimeoutError: a call has been in flight for longer than `ActorGroup.timeout`; names
             its actors.
         """
         refs = list(self._pending)

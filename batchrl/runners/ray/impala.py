@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
+from typing import Unpack
 
 import numpy as np
 import ray
 import tensorflow as tf
 
-from batchrl.config import check_choice
-from batchrl.config.run_config import algorithm_class
+from batchrl.config import ConfigError, check_choice
+from batchrl.config.run_config import algorithm_class, algorithm_section
 from batchrl.core import Learner
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import ActorGroup, Actors, EnvActor
+from batchrl.runners.ray.actors import EnvActor
 from batchrl.runners.ray.dynamic_batcher import RayDynamicBatcher
+from batchrl.runners.ray.group import ActorOptions, RayRunner, options_of, require_key
 from batchrl.runners.unrolls import Unroll, concatenate, episode_stats
-from batchrl.tools.environments import EnvSpaces
+from batchrl.tools.environments import EnvSpaces, make_batch_env
 
 # 'central' is lockstep dynamic batching: every actor in every call, one update per T steps.
 INFERENCE = ("actor", "dynamic", "central")
 
 
-class RayActorLearner(ActorGroup):
+class RayActorLearner(RayRunner):
     """IMPALA's actor-learner loop with Ray actors, on one machine or a cluster.
 
     Each of `num_actors` `EnvActor`s owns a batch of environments (from `make_env`) and a
@@ -50,6 +53,42 @@ class RayActorLearner(ActorGroup):
     `close` (also as a context manager) kills the actors.
     """
 
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError for an inference batch larger than the actors, or without
+        `unroll_length`."""
+        cfg = config.ray
+        if cfg.inference == "dynamic" and cfg.inference_batch > cfg.num_actors:
+            raise ConfigError(
+                f"Invalid ray.inference_batch={cfg.inference_batch}: a forward pass serves "
+                f"at most the ray.num_actors={cfg.num_actors} actors; use 1 to "
+                f"{cfg.num_actors}, or 0 for all."
+            )
+        require_key(config, "unroll_length")
+        super().check_config(config, algo_cls)
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """The spaces of an actor's environments: the learner acts for none."""
+        return EnvSpaces(config.env, config.env.num_envs)
+
+    @classmethod
+    def from_config(cls, config, algo, seed: int) -> RayActorLearner:
+        cfg = config.ray
+        return cls(
+            functools.partial(make_batch_env, config.env, config.env.num_envs),
+            functools.partial(make_behaviour_policy, config),
+            algo,
+            num_actors=cfg.num_actors,
+            unroll_length=config[algorithm_section(config)].unroll_length,
+            learner_batch=cfg.learner_batch,
+            requests_per_actor=cfg.requests_per_actor,
+            inference=cfg.inference,
+            max_batch=cfg.inference_batch,
+            batch_timeout=cfg.inference_timeout,
+            **options_of(config, seed),
+        )
+
     def __init__(
         self,
         make_env: Callable,
@@ -62,12 +101,8 @@ class RayActorLearner(ActorGroup):
         inference: str = "actor",
         max_batch: int = 0,
         batch_timeout: float = 0.005,
-        cpus_per_actor: float = 1.0,
-        tf_threads: int = 1,
-        max_actor_restarts: int = 10,
-        seed: int = 0,
-        timeout: float = 300.0,
         background: bool = True,
+        **options: Unpack[ActorOptions],
     ):
         """Starts the actors; Ray must be connected (`connect`).
 
@@ -83,22 +118,19 @@ class RayActorLearner(ActorGroup):
           inference: 'actor', 'dynamic' or 'central'.
           max_batch: with 'dynamic', the most actors one forward pass serves; 0: all.
           batch_timeout: with 'dynamic', seconds to wait for more actors after the first.
-          cpus_per_actor: Ray CPUs each actor reserves.
-          tf_threads: TensorFlow intra-op threads in each actor.
-          max_actor_restarts: failed actors replaced before `update` raises.
-          seed: actor i's environments and samples start from `seed + 1000 * i` (plus
-            100,000 per restart so far).
-          timeout: seconds `update` waits for an actor's result before it raises.
           background: with 'dynamic', the batcher runs in a thread of its own (actors step
             while the learner learns); false: only while `update` waits for unrolls.
+          **options: of the actors (`ActorOptions`); actor i's environments and samples
+            start from `seed + 1000 * i` (plus 100,000 per restart so far).
         """
         check_choice("ray.inference", inference, INFERENCE)
+        super().__init__(**options)
+        seed = self.options.get("seed", 0)
         self._learner = learner
         self._learn = tf.function(learner.learn)
         self._unroll_length = unroll_length
         self._batch = num_actors if inference == "central" else learner_batch
         self._requests = requests_per_actor
-        self._seed = seed
         self.version = 0
         self._values = self._snapshot()
         self._weights = ray.put(self._values)
@@ -107,17 +139,11 @@ class RayActorLearner(ActorGroup):
         self.batcher: RayDynamicBatcher | None = None
         in_actors = inference == "actor"
 
-        def make_actor(index: int, restarts: int):
-            return EnvActor.options(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD").remote(
-                make_env,
-                make_policy if in_actors else None,
-                seed + 1000 * index + 100_000 * restarts,
-                tf_threads,
-            )
+        def make_args(index: int, seed: int) -> tuple:
+            return make_env, make_policy if in_actors else None, seed, self.tf_threads
 
-        self._actors = Actors(make_actor, max_actor_restarts, timeout)
-        try:
-            self._actors.start(num_actors)
+        with self.closing_on_error():
+            self._actors = self.start_group(EnvActor, make_args, num_actors)
             if in_actors:
                 for index in range(num_actors):
                     for _ in range(requests_per_actor):
@@ -137,9 +163,6 @@ class RayActorLearner(ActorGroup):
                 )
                 if inference == "dynamic" and background:  # Actors step during `learn`.
                     self.batcher.start(capacity=learner_batch)
-        except BaseException:
-            self.close()
-            raise
 
     def update(self) -> tuple[int, dict[str, float]]:
         """One learner step on `learner_batch` unrolls; publishes the new weights.
@@ -189,7 +212,8 @@ class RayActorLearner(ActorGroup):
             return self.batcher.next_unroll()
         deadline = time.monotonic() + self._actors.timeout
         while True:
-            for ref in self._actors.wait(list(self._pending), "unrolls", deadline):
+            awaited = [index for index, _ in self._pending.values()]
+            for ref in self._actors.wait(list(self._pending), "unrolls", deadline, awaited):
                 index, handle = self._pending.pop(ref)
                 try:
                     arrays, returns, lengths, version = ray.get(ref)
@@ -209,12 +233,14 @@ class RayActorLearner(ActorGroup):
                     self._request(index)
                 return Unroll(arrays, index, version, returns, lengths)
 
+    step = update  # One unit of work of a `RayRunner`.
+
     def close(self) -> None:
         """Kills the actors (their environment workers exit with them); safe to call twice."""
         self._pending = {}
         if self.batcher is not None:
             self.batcher.close()
-        self._actors.close()
+        super().close()
 
     def _request(self, index: int) -> None:
         handle = self._actors.handles[index]

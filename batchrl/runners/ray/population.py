@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Unpack
 
 import numpy as np
 import ray
 
 from batchrl.algorithms.es.es import check_shared_streams, common_seed, common_streams
-from batchrl.config.run_config import algorithm_class
+from batchrl.config import ConfigError
+from batchrl.config.run_config import algorithm_class, algorithm_section
 from batchrl.parts import summary
-from batchrl.runners.ray.actors import Actors, limit_threads, merge_episode_stats
+from batchrl.runners.ray.actors import limit_threads, merge_episode_stats
+from batchrl.runners.ray.group import ActorOptions, RayRunner, options_of
 from batchrl.tools.environments import make_in_graph_env
 
 
@@ -87,7 +90,7 @@ def _make_es_env(config, size: int, seed: int):
     return make_in_graph_env(config.env, size, seed)
 
 
-class RayPopulation:
+class RayPopulation(RayRunner):
     """ES generations with Ray workers: ask, evaluate slices remotely, gather, tell.
 
     The N mirrored pairs are split into `num_workers` contiguous slices, cut at pair
@@ -113,18 +116,39 @@ class RayPopulation:
     are also written as `es/*_seconds` summaries.
     """
 
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError for more workers than mirrored pairs."""
+        pairs = config[algorithm_section(config)].population
+        if config.ray.num_actors > pairs:
+            raise ConfigError(
+                f"Invalid ray.num_actors={config.ray.num_actors}; ES's {pairs} mirrored pairs "
+                f"give work to at most {pairs} workers (a member and its mirror are "
+                f"evaluated by one worker): use 1 to {pairs}."
+            )
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """ES's own training environments when they are TensorFlow ops (cheap, and their
+        state is checkpointed, so a run can resume with another runner); with Gymnasium's,
+        one environment, for the spaces."""
+        if config.env.backend == "tensorflow":
+            return algorithm_class(config).make_batch_env(config, seed)
+        return make_in_graph_env(config.env, 1, seed)
+
+    @classmethod
+    def from_config(cls, config, algo, seed: int) -> RayPopulation:
+        options = options_of(config, config.train.seed)
+        return cls(config, algo, config.ray.num_actors, streams_seed=seed, **options)
+
     def __init__(
         self,
         config,
         algo,
         num_workers: int,
-        cpus_per_actor: float = 1.0,
-        tf_threads: int = 1,
-        max_actor_restarts: int = 10,
-        seed: int = 0,
-        timeout: float = 300.0,
         make_env: Callable = _make_es_env,
         streams_seed: int | None = None,
+        **options: Unpack[ActorOptions],
     ):
         """Starts the workers; Ray must be connected (`connect`).
 
@@ -132,13 +156,15 @@ class RayPopulation:
           config: the run's config (the workers build their ES from it).
           algo: the `ES` that holds theta and learns.
           num_workers: Ray actors, at most N.
-          cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`.
-          seed: the seed of the algorithm (theta's noise), as `train.seed`.
           make_env: `(config, size, seed)` -> the in-graph environments of a slice.
           streams_seed: with `es.common_random_numbers`, the seed each generation's
             streams derive from, as `GenerationTrainer`'s seed (the train script gives
             both `train.seed` + the step it starts from); None for `seed`.
+          **options: of the workers (`ActorOptions`); `seed` is the algorithm's (theta's
+            noise), as `train.seed`, and worker i's environments start from
+            `seed + 1000 * (i + 1)` (plus 100,000 per restart so far).
         """
+        super().__init__(**options)
         self._algo = algo
         pairs = algo.strategy.pairs
         if not 1 <= num_workers <= pairs:
@@ -149,36 +175,17 @@ class RayPopulation:
         bounds = [index * pairs // num_workers for index in range(num_workers + 1)]
         self.slices = list(zip(bounds[:-1], bounds[1:]))  # pairs [start, stop) of each worker
         self._common = bool(config.es.common_random_numbers)
+        seed = self.options.get("seed", 0)
         self._streams_seed = seed if streams_seed is None else int(streams_seed)
         self.timing: dict = {}
 
-        def make_worker(index: int, restarts: int):
-            env_seed = seed + 1000 * (index + 1) + 100_000 * restarts
-            options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
-            return PopulationWorker.options(**options).remote(
-                config, make_env, seed, env_seed, tf_threads
+        def make_args(index: int, env_seed: int) -> tuple:
+            return config, make_env, seed, env_seed, self.tf_threads
+
+        with self.closing_on_error():
+            self._workers = self.start_group(
+                PopulationWorker, make_args, num_workers, seed=seed + 1000
             )
-
-        self._workers = Actors(make_worker, max_actor_restarts, timeout)
-        try:
-            self._workers.start(num_workers)
-        except BaseException:
-            self.close()
-            raise
-
-    def __enter__(self) -> RayPopulation:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    @property
-    def workers(self) -> list:
-        return self._workers.handles
-
-    @property
-    def restarts(self) -> int:
-        return self._workers.restarts
 
     def step(self) -> tuple[int, dict]:
         """One generation; returns its environment steps and episode statistics."""
@@ -219,9 +226,6 @@ class RayPopulation:
         for name in ("gather", "communication", "update"):
             summary.scalar(f"es/{name}_seconds", self.timing[name])
         return merge_episode_stats([result[1] for result in ordered])
-
-    def close(self) -> None:
-        self._workers.close()
 
 
 def merge_statistics(before: list, after: list[list]) -> list[np.ndarray]:

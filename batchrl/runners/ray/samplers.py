@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+from typing import Unpack
 
 import numpy as np
 import ray
 import tensorflow as tf
 
-from batchrl.config.run_config import algorithm_class
+from batchrl.config import ConfigError
+from batchrl.config.run_config import algorithm_class, algorithm_section
 from batchrl.core import Algorithm, RolloutLearner
-from batchrl.runners.ray.actors import ActorGroup, Actors, limit_threads, merge_episode_stats
+from batchrl.runners.ray.actors import limit_threads, merge_episode_stats
+from batchrl.runners.ray.group import ActorOptions, RayRunner, options_of, require_key
 from batchrl.runners.ray.population import merge_statistics
-from batchrl.tools.environments import make_in_graph_env
+from batchrl.tools.environments import EnvSpaces, make_in_graph_env
 from batchrl.tools.simulate import needs_autograph, simulate
 
 
@@ -106,7 +109,7 @@ def _stream_of(rng_state: np.ndarray, index: int) -> np.ndarray:
     return state
 
 
-class RaySamplers(ActorGroup):
+class RaySamplers(RayRunner):
     """PPO's loop of collecting and learning, with the collecting spread over Ray actors.
 
     Each update puts the learner's acting variables, normalizer statistics and random
@@ -124,6 +127,31 @@ class RaySamplers(ActorGroup):
     the replacement collects the rollout again, up to `max_actor_restarts` times.
     """
 
+    @classmethod
+    def check_config(cls, config, algo_cls) -> None:
+        """Raises ConfigError unless the rollouts are of `rollout_length` steps."""
+        section = algorithm_section(config)
+        if config[section].get("update_mode", "steps") != "steps":
+            raise ConfigError(
+                f"runner.name='ray' collects rollouts of {section}.rollout_length steps in "
+                f"sampler actors; {section}.update_mode="
+                f"{config[section].update_mode!r} (updates after finished episodes) has "
+                f"no Ray path. Use {section}.update_mode='steps' or runner.name='local'."
+            )
+        require_key(config, "rollout_length")
+        super().check_config(config, algo_cls)
+
+    @classmethod
+    def make_batch_env(cls, config, seed: int):
+        """The spaces, and the size of the learner batch: every actor's environments."""
+        return EnvSpaces(config.env, config.ray.num_actors * config.env.num_envs)
+
+    @classmethod
+    def from_config(cls, config, algo, seed: int) -> RaySamplers:
+        length = config[algorithm_section(config)].rollout_length
+        updates = config.train.steps_per_call // length
+        return cls(config, algo, config.ray.num_actors, length, updates, **options_of(config, seed))
+
     def __init__(
         self,
         config,
@@ -131,11 +159,7 @@ class RaySamplers(ActorGroup):
         num_actors: int,
         rollout_length: int,
         updates_per_step: int = 1,
-        cpus_per_actor: float = 1.0,
-        tf_threads: int = 1,
-        max_actor_restarts: int = 10,
-        seed: int = 0,
-        timeout: float = 300.0,
+        **options: Unpack[ActorOptions],
     ):
         """Starts the actors; Ray must be connected (`connect`).
 
@@ -146,28 +170,21 @@ class RaySamplers(ActorGroup):
           rollout_length: T.
           updates_per_step: updates (rollouts) per `step`, as many as a local training
             call makes (`train.steps_per_call` / T).
-          cpus_per_actor, tf_threads, max_actor_restarts, timeout: as `RayActorLearner`.
-          seed: actor i's environments are reset with seeds `seed + 1000 * i + j` (plus
-            100,000 per restart so far), as the local runner's are with `seed + j`.
+          **options: of the actors (`ActorOptions`). Actor i's environments are reset
+            with seeds `seed + 1000 * i + j` (plus 100,000 per restart so far), as the
+            local runner's are with `seed + j`.
         """
+        super().__init__(**options)
         self._learner = learner
         self._learn = tf.function(learner.learn, autograph=False)
         self._updates = updates_per_step
-
-        def make_actor(index: int, restarts: int):
-            options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
-            actor_seed = seed + 1000 * index + 100_000 * restarts
-            return Sampler.options(**options).remote(
-                config, actor_seed, index, rollout_length, tf_threads
-            )
-
-        self._actors = Actors(make_actor, max_actor_restarts, timeout)
         self.updates = 0
-        try:
-            self._actors.start(num_actors)
-        except BaseException:
-            self.close()
-            raise
+        with self.closing_on_error():
+            self._actors = self.start_group(
+                Sampler,
+                lambda index, seed: (config, seed, index, rollout_length, self.tf_threads),
+                num_actors,
+            )
 
     def shared(self) -> tuple[list, list, np.ndarray]:
         """What the actors act with: weights, normalizer statistics, random stream."""
@@ -211,10 +228,6 @@ class RaySamplers(ActorGroup):
         self._learn(concatenate(rollouts))
         self.updates += 1
         return list(stats)
-
-    def close(self) -> None:
-        """Kills the actors (their environment workers exit with them); safe to call twice."""
-        self._actors.close()
 
 
 def concatenate(rollouts: list[dict]) -> dict[str, tf.Tensor]:
