@@ -51,6 +51,10 @@ class Algorithm(tf.Module, abc.ABC):
     config_section: str | None = None
     config_defaults: dict[str, Any] | None = None
     population_class: type | None = None
+    # The shape of distribution the ray runner gives it (batchrl.runners.ray.SHAPES:
+    # samplers, actor_learner, replay_shards, evaluator_pool); None: read from the
+    # interfaces it implements.
+    distribution: str | None = None
     # Whether the methods need autograph to turn Python `if` and `for` on tensors into
     # graph control flow. An algorithm that writes `tf.cond` and `tf.while_loop` itself
     # sets False, and (with an environment that does too) the training call is traced

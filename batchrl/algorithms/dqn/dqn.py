@@ -44,6 +44,7 @@ class DQN(OffPolicy):
     """
 
     config_section = "dqn"
+    distribution = "replay_shards"  # On Ray: Ape-X: actors, replay shards, this learner.
     METRICS = ("loss", "q_mean", "td_abs_mean", "grad_norm")  # Means over an update.
     SUMMARIES = METRICS + (
         "epsilon",

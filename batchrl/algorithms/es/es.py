@@ -119,6 +119,7 @@ class ES(Algorithm, Policy):
     """
 
     config_section = "es"
+    distribution = "evaluator_pool"  # On Ray: workers evaluate slices of a generation.
 
     @classmethod
     def check_config(cls, config) -> None:

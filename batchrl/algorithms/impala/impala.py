@@ -79,6 +79,7 @@ class IMPALA(Algorithm, Learner, Policy):
     """
 
     config_section = "impala"
+    distribution = "actor_learner"  # On Ray: actors with policy copies, and lag.
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -59,6 +59,7 @@ class PPO(Algorithm, Learner, Policy, RolloutLearner):
     """
 
     config_section = "ppo"
+    distribution = "samplers"  # On Ray: sampler actors feed this learner.
     autograph = False  # Control flow is written with tf.cond and tf.while_loop.
     member_keys = MEMBER_KEYS  # A population (`PopulationPPO`) reads lists of these.
     pbt_keys = tuple(PBT_KEYS)  # And population-based training perturbs these.
