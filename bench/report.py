@@ -39,7 +39,7 @@ average before and after, versions and commit, so that `--write` can assemble th
 README.md (`<!-- report:headline:begin -->`), each algorithm's presets into its page
 (`<!-- report:presets:ppo:begin -->`, ... in docs/algorithms/), and the figures into
 docs/plots/ (`plots`): learning curves over seeds from the races' evaluations (the
-interquartile mean and its 95% stratified-bootstrap interval, by rliable), and the
+interquartile mean and its 95% bootstrap interval, bench/plots.py), and the
 speed ratios against each peer as bars. The rows run only when named, apex, minatar and
 twin, take minutes of quiet cores each; the default rows about 20 minutes on two cores.
 
