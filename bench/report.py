@@ -109,15 +109,19 @@ _FINAL = re.compile(
 
 
 def machine() -> dict:
-    """The CPU model, cores, versions and commit a row was measured with."""
+    """The CPU model (with its family and model numbers: one model name covers CPUs of
+    different speeds), cores, versions and commit a row was measured with."""
     model = platform.processor() or "unknown"
+    fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    model = fields.get("model name", model)
+    if "cpu family" in fields and "model" in fields:
+        model += f" (family {fields['cpu family']}, model {fields['model']})"
     versions = {"python": platform.python_version()}
     for package in ("tensorflow", "gymnasium", "numpy", "stable-baselines3", "torch"):
         try:
