@@ -101,12 +101,16 @@ def curve_groups(results: Path) -> dict[str, tuple[str, float, dict[str, list]]]
             )
     path = results / "presets.json"
     if path.exists():
+        runs, thresholds = {}, {}  # A preset's runs over all its rows (seeds 0 to 4, 5 to 9).
         for row in json.loads(path.read_text())["presets"]:
             if all(run.get("evals") for run in row["runs"]):
-                seeds = f"seeds {row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
-                name = f"preset_{row['preset']}_{row['runs'][0]['seed']}"
-                method = {row["preset"]: [run["evals"] for run in row["runs"]]}
-                groups[name] = (f"`{row['preset']}`, {seeds}", row["threshold"], method)
+                runs.setdefault(row["preset"], []).extend(row["runs"])
+                thresholds[row["preset"]] = row["threshold"]
+        for preset, preset_runs in runs.items():
+            seeds = sorted(run["seed"] for run in preset_runs)
+            title = f"{preset}, {len(seeds)} seeds ({seeds[0]} to {seeds[-1]})"
+            method = {preset: [run["evals"] for run in preset_runs]}
+            groups[f"preset_{preset}"] = (title, thresholds[preset], method)
     return groups
 
 

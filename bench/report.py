@@ -507,7 +507,11 @@ def markdown_preset_table(result: dict, presets: tuple[str, ...]) -> str:
             f"**{row['solved']}/{len(row['runs'])}** | {row['median_final']:.1f} | "
             f"{row['median_train_seconds']:.0f} | {row['machine']['date'][:10]}, {commit} |"
         )
-    return "\n".join(lines + ["", _COMMIT_NOTE])
+    lines += ["", _COMMIT_NOTE]
+    for name in presets:  # The curves bench/plots.py draws from rows that kept them.
+        if (DOCS / "plots" / f"curves_preset_{name}.png").exists():
+            lines += ["", f"![{name}: evaluations over seeds](../plots/curves_preset_{name}.png)"]
+    return "\n".join(lines)
 
 
 _COMMIT_NOTE = (
@@ -658,10 +662,6 @@ def main(argv=None) -> None:
         text = markdown(list(ROWS))
         write(text, DOCS / "benchmarks.md")
         write(markdown_headline(), ROOT / "README.md", "headline")
-        saved = _saved_presets()
-        for page, presets in ALGORITHM_PAGES.items():
-            table = markdown_preset_table(saved, presets)
-            write(table, DOCS / "algorithms" / f"{page}.md", f"presets:{page}")
         from plots import write_plots
 
         try:
@@ -671,6 +671,10 @@ def main(argv=None) -> None:
             print(f"No plots ({error}): pip install -e '.[docs]' brings matplotlib.")
         for path in written:
             print(f"Wrote {path.relative_to(ROOT)}")
+        saved = _saved_presets()  # Its tables embed the curves just drawn.
+        for page, presets in ALGORITHM_PAGES.items():
+            table = markdown_preset_table(saved, presets)
+            write(table, DOCS / "algorithms" / f"{page}.md", f"presets:{page}")
         print(text)
         return
     for name in args.rows:
