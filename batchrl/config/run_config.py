@@ -17,7 +17,7 @@ from batchrl.config.config import (
 from batchrl.config.loading import Sources
 from batchrl.config.members import check_member_lists
 from batchrl.config.registry import ALGORITHMS, RUNNERS
-from batchrl.config.section import registered_sections
+from batchrl.config.section import Section, registered_sections
 from batchrl.config.sweeps import check_swept_keys, parse_sweeps, sweep_overrides
 
 # Keys of the flat `algorithm:` section of batchrl 0.1 that went elsewhere than the
@@ -126,8 +126,9 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
     """
     algo_cls = algorithm_class(config)
     runner_cls = runner_class(config)
+    sections = registered_sections()
     if sources is not None:
-        _check_inactive_sections(config, sources, top)
+        _check_inactive_sections(config, sources, top, sections)
     # First: the checks below read one value per key.
     check_member_lists(
         config,
@@ -135,7 +136,7 @@ def check_run_config(config: Config, sources: Sources | None = None, top: str = 
         algorithm_section(config),
         getattr(algo_cls, "member_keys", ()),
     )
-    for section in registered_sections().values():  # env, train, network, pbt, ...
+    for section in sections.values():  # env, train, network, pbt, ...
         if section.check is not None:
             section.check(config)
     algo_cls.check_config(config)
@@ -231,20 +232,23 @@ def _moved_keys(config_dir) -> dict[str, str]:
     return {old: f"it is {place} now" for old, place in moved.items() if old != "algorithm.name"}
 
 
-def _check_inactive_sections(config: Config, sources: Sources, top: str) -> None:
+def _check_inactive_sections(
+    config: Config, sources: Sources, top: str, sections: dict[str, Section]
+) -> None:
     """Refuses keys set in a section the config does not read: that of an algorithm or
-    runner it does not choose, or one whose `Section.read_when` says no."""
+    runner it does not choose, or one of `sections` whose `Section.read_when` says no."""
     unread = {}  # section -> (the keys that choose its reader, what to set instead)
+    own = algorithm_section(config)
     for key, registry in (("algorithm.name", ALGORITHMS), ("runner.name", RUNNERS)):
         chosen = config[key.split(".")[0]].name
         for name in registry.names:
-            if name != chosen and name != algorithm_section(config):
+            if name != chosen and name != own:
                 unread[name] = (
                     (key,),
                     f"{key}={chosen!r} does not read the {name!r} section. Remove it, or "
                     f"set {key}={name}",
                 )
-    for name, section in registered_sections().items():
+    for name, section in sections.items():
         if section.read_when is not None and not section.read_when(config):
             unread[name] = (
                 ("algorithm.name", "runner.name"),
