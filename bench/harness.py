@@ -1,9 +1,9 @@
 """One record of where, when and at which code a benchmark ran, and one results layout.
 
-    with harness.Run("envs") as run:       # the machine, load, commit and dirt, now
-        with harness.timer() as clock:
-            ...
-        run.save({"seconds": clock.seconds, ...})   # bench/results/envs.json
+    run = harness.Run("envs")           # the machine, load, commit and dirt, now
+    with harness.timer() as clock:
+        ...
+    run.save({"seconds": clock.seconds, ...})   # bench/results/envs.json
 
 A saved file holds `{"command", "machine": {"cpu", "cores", "versions"}, "load_before",
 "load_after", "commit", "dirty", "date", ...payload}`. Rows saved before this module
@@ -117,27 +117,20 @@ def write_json(path: Path, data: dict) -> None:
 
 
 class Run:
-    """One benchmark run: what is known before it starts (machine, load, commit, whether
-    the code was dirty, date, command), then `save` with the load after it."""
+    """One benchmark run: made before it starts, it records the machine, load, commit,
+    whether the code was dirty, date and command; `save` adds the load after it."""
 
     def __init__(self, name: str, argv: list[str] | None = None, root: Path = ROOT):
         self.name, self.root = name, root
         argv = sys.argv if argv is None else argv
-        self.command = "python " + shlex.join(argv)
-
-    def __enter__(self) -> Run:
         self.header = {
-            "command": self.command,
+            "command": "python " + shlex.join(argv),
             "machine": machine(),
             "load_before": load(),
             "commit": git("rev-parse", "--short", "HEAD", root=self.root),
             "dirty": dirty(self.root),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         }
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
 
     def record(self, payload: dict = ()) -> dict:
         """The header with the load now, then `payload` (whose keys win)."""

@@ -157,7 +157,8 @@ def row_presets(args) -> dict:
         runs = []
         # A new XLA cache per preset, as on a new machine: the first seed compiles, the
         # others load the program.
-        with harness.Run(preset, command) as measured, tempfile.TemporaryDirectory() as cache:
+        measured = harness.Run(preset, command)
+        with tempfile.TemporaryDirectory() as cache:
             for seed in args.seeds:
                 run = train_preset(preset, seed, [f"train.xla_cache={cache}", *args.set])
                 runs.append(run)
@@ -637,8 +638,8 @@ def main(argv=None) -> None:
         print(text)
         return
     for name in args.rows:
-        with harness.Run(name) as run:
-            result = ROWS[name][0](args)
+        run = harness.Run(name)
+        result = ROWS[name][0](args)
         if name != "presets":  # Saved preset by preset, each with its machine.
             result = run.record(result)
             save(name, result)

@@ -45,17 +45,15 @@ def test_the_cpu_carries_its_family_and_model_numbers_when_cpuinfo_has_them(tmp_
 
 
 def test_a_run_records_the_code_as_it_was_before_the_run(repo):
-    with harness.Run("row", ["bench/x.py", "--seeds", "0 1"], root=repo) as run:
-        (repo / "batchrl" / "a.py").write_text("2\n")  # The run itself dirties the code.
+    run = harness.Run("row", ["bench/x.py", "--seeds", "0 1"], root=repo)
+    (repo / "batchrl" / "a.py").write_text("2\n")  # The run itself dirties the code.
     saved = json.loads(run.save({"rate": 3.0}).read_text())
     assert (saved["dirty"], saved["rate"]) == (False, 3.0)
     assert saved["command"] == "python bench/x.py --seeds '0 1'"
     assert saved["commit"] == git(repo, "rev-parse", "--short", "HEAD").strip()
     assert {"cpu", "cores", "versions"} <= saved["machine"].keys()
     assert {"load_before", "load_after", "date"} <= saved.keys()
-    with harness.Run("row", [], root=repo) as run:
-        pass
-    assert run.record()["dirty"]
+    assert harness.Run("row", [], root=repo).record()["dirty"]
 
 
 def test_results_written_by_a_run_do_not_make_the_code_dirty(repo):
