@@ -310,7 +310,7 @@ def row_envs(args) -> dict:
     return {
         "command": "python bench/report.py --rows envs (runs python bench/tf_envs.py "
         "--batch-sizes 1 16 256 4096)",
-        "results": _bench("tf_envs.py", "--batch-sizes", "1", "16", "256", "4096"),
+        "results": _bench("tf_envs.py", "--batch-sizes", "1", "16", "256", "4096")["results"],
     }
 
 
