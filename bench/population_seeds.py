@@ -59,9 +59,9 @@ def run_train(preset: str, overrides: list[str], logdir: str) -> dict:
     """One train-script process: wall seconds and final evaluations (one per member)."""
     command = [sys.executable, "-m", "batchrl.scripts.train", f"--config={preset}"]
     command += [f"--logdir={logdir}", *(f"--set={o}" for o in overrides)]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
-    seconds = time.perf_counter() - start
+    with harness.timer() as clock:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+    seconds = clock.seconds
     output = done.stdout + done.stderr
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-3000:]}")
@@ -195,10 +195,10 @@ def scaling_part(preset: str, sizes: list[int], calls: int) -> list[dict]:
         try:
             seconds = []
             for _ in range(1 + calls):
-                start = time.perf_counter()
-                steps, stats = trainer.step()
-                tf.reduce_sum(stats["episodes"]).numpy()
-                seconds.append(time.perf_counter() - start)
+                with harness.timer() as clock:
+                    steps, stats = trainer.step()
+                    tf.reduce_sum(stats["episodes"]).numpy()
+                seconds.append(clock.seconds)
         finally:
             env.close()
         rate = members * steps / statistics.median(seconds[1:])

@@ -58,7 +58,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import harness
@@ -115,9 +114,8 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
             f"--logdir={logdir}", "--set", f"train.seed={seed}",
             *[arg for key in overrides for arg in ("--set", key)],
         ]  # fmt: skip
-        start = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-        wall = time.perf_counter() - start
+        with harness.timer() as clock:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
         evals = _evaluations(Path(logdir) / "eval")
     finals = _FINAL.findall(result.stderr)
     if result.returncode or not finals:
@@ -128,7 +126,7 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         "steps": int(steps.replace(",", "")),
         "final": float(final),
         "train_seconds": float(seconds),
-        "process_seconds": round(wall, 2),
+        "process_seconds": round(clock.seconds, 2),
         "evals": evals,  # [[step, return], ...]: the learning curve bench/plots.py draws.
     }
 
