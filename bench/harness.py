@@ -122,7 +122,9 @@ class Run:
 
     def __init__(self, name: str, argv: list[str] | None = None, root: Path = ROOT):
         self.name, self.root = name, root
-        argv = sys.argv if argv is None else argv
+        argv = list(sys.argv if argv is None else argv)
+        if argv and Path(argv[0]).resolve().is_relative_to(root.resolve()):  # As run from root.
+            argv[0] = str(Path(argv[0]).resolve().relative_to(root.resolve()))
         self.header = {
             "command": "python " + shlex.join(argv),
             "machine": machine(),
@@ -132,9 +134,9 @@ class Run:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         }
 
-    def record(self, payload: dict = ()) -> dict:
+    def record(self, payload: dict | None = None) -> dict:
         """The header with the load now, then `payload` (whose keys win)."""
-        return {**self.header, "load_after": load(), **dict(payload)}
+        return {**self.header, "load_after": load(), **(payload or {})}
 
     def save(self, payload: dict, path: Path | str | None = None) -> Path:
         """Writes the record to `path`, by default bench/results/<name>.json."""

@@ -45,7 +45,7 @@ def test_the_cpu_carries_its_family_and_model_numbers_when_cpuinfo_has_them(tmp_
 
 
 def test_a_run_records_the_code_as_it_was_before_the_run(repo):
-    run = harness.Run("row", ["bench/x.py", "--seeds", "0 1"], root=repo)
+    run = harness.Run("row", [str(repo / "bench" / "x.py"), "--seeds", "0 1"], root=repo)
     (repo / "batchrl" / "a.py").write_text("2\n")  # The run itself dirties the code.
     saved = json.loads(run.save({"rate": 3.0}).read_text())
     assert (saved["dirty"], saved["rate"]) == (False, 3.0)
