@@ -24,7 +24,6 @@ Ray is started on this machine for the run (`ray.init(address="local")`).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from bench.ray_scaling import ENV, load  # noqa: E402  # Also sets PYTHONPATH for Ray's workers.
 
 
@@ -135,6 +135,7 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the rates to this file")
     args = parser.parse_args()
+    run = harness.Run("apex")
 
     import ray
 
@@ -167,7 +168,7 @@ def main() -> None:
     finally:
         ray.shutdown()
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        run.save(result, args.json)
 
 
 if __name__ == "__main__":

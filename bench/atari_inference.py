@@ -16,12 +16,13 @@ drift of the machine touches both. Run nothing else meanwhile.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import harness  # noqa: E402
 
 
 def rate(
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="learner updates")
     parser.add_argument("--timeout", type=float, default=0.005)
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+    print(harness.Run("atari_inference").header, flush=True)
     for torso in args.torsos:
         for actors in args.actors:
             rates = {}
@@ -88,7 +89,7 @@ def main() -> None:
                 print(
                     f"{torso:7s} {actors} actors, inference {inference:7s}: {steps:7.0f} "
                     f"steps/s ({4 * steps:7.0f} frames/s), {per_pass:.2f} actors a pass | "
-                    f"load {os.getloadavg()[0]:.2f}",
+                    f"load {harness.load()}",
                     flush=True,
                 )
             print(f"  dynamic / actor: {rates['dynamic'] / rates['actor']:.2f}", flush=True)

@@ -20,14 +20,13 @@ so the tree's sum overstates what the processes use together.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 
+import harness
 import psutil
 
 ACTORS = 8
@@ -111,7 +110,8 @@ def main():
     parser.add_argument("--engines", nargs="+", default=["gymnasium", "envpool"])
     parser.add_argument("--json", default="")
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    run = harness.Run("atari_memory")
+    print(run.header, flush=True)
     unroll = UNROLL * OBSERV_BYTES
     print(
         f"one unroll's observations [{UNROLL}, 84, 84, 4]: {unroll / 2**20:.2f} MB as uint8, "
@@ -131,9 +131,7 @@ def main():
                 flush=True,
             )
     if args.json:
-        with open(args.json + ".tmp", "w") as file:
-            json.dump({"unroll_bytes_uint8": unroll, "rows": rows}, file, indent=1)
-        os.replace(args.json + ".tmp", args.json)
+        run.save({"unroll_bytes_uint8": unroll, "rows": rows}, args.json)
 
 
 if __name__ == "__main__":

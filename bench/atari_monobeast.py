@@ -109,7 +109,6 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
-import json
 import multiprocessing
 import os
 import shutil
@@ -122,6 +121,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench import harness
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_ID = "PongNoFrameskip-v4"
@@ -505,13 +506,6 @@ def leftover_children() -> list[str]:
     return found
 
 
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -557,12 +551,13 @@ def main() -> None:
         parser.error(
             "--engines envpool: pip install -e '.[atari,envpool]', or --engines gymnasium."
         )
-    cpus = os.cpu_count()
-    print(f"{_cpu_model()}, {cpus} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
+    run = harness.Run("atari_monobeast")
+    machine = run.header["machine"]
+    print(f"{machine['cpu']}, {machine['cores']} cores; load {run.header['load_before']}")
     rows = []  # (name, network, result)
 
     def record(name: str, network: str, result: dict) -> None:
-        result["load_average"] = os.getloadavg()[0]
+        result["load_average"] = harness.load()
         rows.append((name, network, result))
         steps = result["steps_per_second"]
         per_pass = result.get("actors_per_pass")
@@ -615,8 +610,7 @@ def main() -> None:
     print_table(rows)
     if args.json:
         results = [{"run": name, "network": network, **result} for name, network, result in rows]
-        record_args = {**vars(args), "cpu": _cpu_model(), "cores": cpus}
-        Path(args.json).write_text(json.dumps({"args": record_args, "rows": results}, indent=1))
+        run.save({"args": vars(args), "rows": results}, args.json)
 
 
 def print_table(rows: list) -> None:

@@ -35,18 +35,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 
-import gymnasium as gym
+import harness
 import mujoco
 import numpy as np
 import stable_baselines3
-import tensorflow as tf
 import torch
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -221,12 +218,11 @@ def run_batchrl(name: str, steps: int, seed: int) -> dict:
 
 
 def versions() -> dict[str, str]:
-    """Python's and the libraries' versions, torch's threads and the number of CPUs."""
-    info = {"python": platform.python_version()}
-    info.update(
-        {m.__name__: m.__version__ for m in (tf, torch, stable_baselines3, gym, mujoco, np)}
-    )
-    return info | {"torch threads": str(torch.get_num_threads()), "cpus": str(os.cpu_count())}
+    """The libraries' versions (MuJoCo's too), torch's threads, the CPU and its cores."""
+    machine = harness.machine()
+    return {**machine["versions"], "mujoco": mujoco.__version__,
+            "torch threads": str(torch.get_num_threads()), "cpus": str(machine["cores"]),
+            "cpu": machine["cpu"]}  # fmt: skip
 
 
 def markdown(results: list[dict], info: dict[str, str]) -> str:
@@ -269,7 +265,7 @@ def main(argv=None) -> None:
     info = versions()
     print(
         f"--config={args.config} {args.set}, {steps:,} steps per run; "
-        f"load average {os.getloadavg()}",
+        f"load average {harness.load()}",
         file=sys.stderr,
     )
     results = []
@@ -279,7 +275,7 @@ def main(argv=None) -> None:
             results.append(run(args.config, steps, repeat))
             print(results[-1], file=sys.stderr)
     print(markdown(results, info))
-    print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
+    print(f"Load average at the end: {harness.load()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

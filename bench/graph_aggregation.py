@@ -21,13 +21,11 @@ the same seed on both sides, the median of `--repeats` after one call each to co
 from __future__ import annotations
 
 import argparse
-import os
 import time
-from pathlib import Path
 
+import harness
 import numpy as np
 import tensorflow as tf
-from report import machine
 from routing_es import build_es
 
 from batchrl.config import load_run_config
@@ -199,7 +197,7 @@ def report(what: str, median: dict, difference: float) -> None:
         f"{what}: senders {median['senders']:.4f}, edges before {median['edges']:.4f}, "
         f"before / senders {median['edges'] / median['senders']:.2f}x; largest difference "
         f"between the two sides' parameters or outputs {difference:.2g}; load "
-        f"{os.getloadavg()[0]:.2f}",
+        f"{harness.load()}",
         flush=True,
     )
 
@@ -214,14 +212,8 @@ def main():
     parser.add_argument("--topology", default="waxman-100-s0")
     parser.add_argument("--members", type=int, default=64)
     args = parser.parse_args()
-    info = machine()
-    family = [line for line in Path("/proc/cpuinfo").read_text().splitlines() if "family" in line]
-    print(
-        f"{info['date']}; {info['cpu']} (CPU family "
-        f"{family[0].split(':')[1].strip() if family else '?'}), {info['cores']} cores; "
-        f"commit {info['commit']}; seed {args.seed}",
-        flush=True,
-    )
+    run = harness.Run("graph_aggregation")
+    print(f"{run.header}; seed {args.seed}", flush=True)
     for config in args.configs:
         es_generation(config, args.seed, args.repeats)
     for config in args.ppo:

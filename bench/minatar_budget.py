@@ -25,20 +25,20 @@ step) and `breakout_minatar_apex_ray` (Ape-X: 4 actors of 8 environments, 2 shar
 learner in the trainer's process). On 2 cores the 4 actors, 2 shards and the learner
 share the same two cores the others use alone.
 
-Results go to bench/results/minatar_budget.json with the machine and load.
+Results go to bench/results/minatar.json (`--output`) through bench/harness.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import RESULTS, _load, machine, train_preset  # noqa: E402
+import harness  # noqa: E402
+from report import train_preset  # noqa: E402
 
 PRESETS = (
     "breakout_minatar_apex_ray",
@@ -53,14 +53,12 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=int, default=180)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS))
-    parser.add_argument("--output", default=str(RESULTS / "minatar.json"))
+    parser.add_argument("--output", default=str(harness.RESULTS / "minatar.json"))
     args = parser.parse_args(argv)
     overrides = [f"train.max_seconds={args.seconds}", "train.eval_every=1000000000"]
+    argv = sys.argv[1:] if argv is None else argv
+    run = harness.Run("minatar", ["bench/minatar_budget.py", *argv])
     result = {
-        "command": "python bench/minatar_budget.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": machine(),
-        "load_before": _load(),
         "seconds": args.seconds,
         "runs": {preset: [] for preset in args.presets},
     }
@@ -74,9 +72,8 @@ def main(argv=None) -> None:
                 f"({run['train_seconds']:.0f} s in the loop)",
                 flush=True,
             )
-    result["load_after"] = _load()
-    print(f"\nMinAtar Breakout after {args.seconds} s (load {result['load_before']} -> "
-          f"{result['load_after']}):")  # fmt: skip
+    print(f"\nMinAtar Breakout after {args.seconds} s (load {run.header['load_before']} -> "
+          f"{harness.load()}):")  # fmt: skip
     for preset, runs in result["runs"].items():
         finals = [run["final"] for run in runs]
         steps = [run["steps"] for run in runs]
@@ -85,7 +82,7 @@ def main(argv=None) -> None:
             f"finals {', '.join(f'{x:.2f}' for x in finals)}  "
             f"steps {', '.join(f'{x:,}' for x in steps)}"
         )
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    run.save(result, args.output)
 
 
 if __name__ == "__main__":

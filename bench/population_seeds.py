@@ -44,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import tensorflow as tf
 
 from batchrl.config import load_run_config
@@ -58,9 +59,9 @@ def run_train(preset: str, overrides: list[str], logdir: str) -> dict:
     """One train-script process: wall seconds and final evaluations (one per member)."""
     command = [sys.executable, "-m", "batchrl.scripts.train", f"--config={preset}"]
     command += [f"--logdir={logdir}", *(f"--set={o}" for o in overrides)]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
-    seconds = time.perf_counter() - start
+    with harness.timer() as clock:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+    seconds = clock.seconds
     output = done.stdout + done.stderr
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-3000:]}")
@@ -194,10 +195,10 @@ def scaling_part(preset: str, sizes: list[int], calls: int) -> list[dict]:
         try:
             seconds = []
             for _ in range(1 + calls):
-                start = time.perf_counter()
-                steps, stats = trainer.step()
-                tf.reduce_sum(stats["episodes"]).numpy()
-                seconds.append(time.perf_counter() - start)
+                with harness.timer() as clock:
+                    steps, stats = trainer.step()
+                    tf.reduce_sum(stats["episodes"]).numpy()
+                seconds.append(clock.seconds)
         finally:
             env.close()
         rate = members * steps / statistics.median(seconds[1:])
@@ -286,11 +287,8 @@ def main(argv=None) -> None:
     target = (
         args.target if args.target is not None else (475.0 if "cartpole" in args.preset else -200.0)
     )
-    results = {
-        "preset": args.preset,
-        "cpu": _cpu(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    run = harness.Run("population_seeds")
+    results = {"preset": args.preset}
     if "runs" in args.parts:
         results["runs"] = runs_part(
             args.preset,
@@ -308,14 +306,7 @@ def main(argv=None) -> None:
         results["scaling"] = scaling_part(args.preset, args.scaling, args.calls)
     print(markdown(args.preset, results))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+        run.save(results, args.json)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 from population_seeds import purejaxrl_config, run_train
-from sb3_race import cpu_model
 
 HERE = Path(__file__).resolve().parent
 
@@ -113,7 +113,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     config = purejaxrl_config(args.preset)
     print(f"PureJaxRL's config: {config}", file=sys.stderr)
-    print(f"CPU: {cpu_model()}; load average {os.getloadavg()}", file=sys.stderr)
+    run = harness.Run("purejaxrl_race")
+    print(f"CPU: {run.header['machine']['cpu']}; load {run.header['load_before']}", file=sys.stderr)
     runs = {"batchrl, evaluations": [], "batchrl, no evaluations": [], "PureJaxRL": []}
     with tempfile.TemporaryDirectory() as folder:
         for seed in args.seeds:
@@ -122,10 +123,9 @@ def main(argv=None) -> None:
             runs["PureJaxRL"].append(purejaxrl_run(config, seed, args.jax_python, args.purejaxrl))
             print(f"seed {seed}: {json.dumps({k: v[-1] for k, v in runs.items()})}", flush=True)
     print(markdown(args.preset, runs, args.seeds))
-    print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
+    print(f"Load average at the end: {harness.load()}", file=sys.stderr)
     if args.json:
-        info = {"cpu": cpu_model(), "preset": args.preset, "config": config, "runs": runs}
-        Path(args.json).write_text(json.dumps(info, indent=2))
+        run.save({"preset": args.preset, "config": config, "runs": runs}, args.json)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.g
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
+
 ENV = "bench.ray_envs:batchrl-bench/Sleepy-v0"
 
 
@@ -162,7 +164,7 @@ def es_rate(workers: int, warmup: int, seconds: float) -> float:
 
 
 def load() -> str:
-    return "load average " + ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return f"load average {harness.load()}"
 
 
 def main() -> None:

@@ -28,14 +28,13 @@ do. Ratios are numpy's seconds per iteration over each method's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
+import harness
 import numpy as np
 import tensorflow as tf
 
@@ -217,18 +216,12 @@ def main(argv=None):
         help="measure memory only (no timing: loaded cores do)",
     )
     args = parser.parse_args(argv)
-    info = {
-        "cpu": platform.processor() or platform.machine(),
-        "tensorflow": tf.__version__,
-        "numpy": np.__version__,
-        "load_average": os.getloadavg(),
-    }
+    run = harness.Run("replay")
     if args.memory_only:
         mem = {kind: memory(args.capacity, kind) for kind in ("uniform", "step")}
         print_memory(mem)
         if args.json:
-            with open(args.json, "w") as file:
-                json.dump({"args": vars(args), "memory": mem, **info}, file, indent=2)
+            run.save({"args": vars(args), "memory": mem}, args.json)
         return
     rng = np.random.default_rng(0)
     items = batch(rng, args.batch)
@@ -261,12 +254,9 @@ def main(argv=None):
         print(f"| {name} | {value * 1e6:,.0f} | {median['numpy'] / value:.2f}x |")
     print_memory(mem)
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(
-                {"args": vars(args), "seconds": seconds, "median": median, "memory": mem, **info},
-                file,
-                indent=2,
-            )
+        run.save(
+            {"args": vars(args), "seconds": seconds, "median": median, "memory": mem}, args.json
+        )
 
 
 if __name__ == "__main__":

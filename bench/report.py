@@ -49,24 +49,22 @@ Timings are only comparable within a row: run nothing else on the machine meanwh
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 from medians import cell, median_to_target
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+ROOT = harness.ROOT
+RESULTS = harness.RESULTS
 BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
 DOCS = ROOT / "docs"
 
@@ -108,52 +106,6 @@ _FINAL = re.compile(
 )
 
 
-def machine() -> dict:
-    """The CPU model (with its family and model numbers: one model name covers CPUs of
-    different speeds), cores, versions and commit a row was measured with."""
-    model = platform.processor() or "unknown"
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    model = fields.get("model name", model)
-    if "cpu family" in fields and "model" in fields:
-        model += f" (family {fields['cpu family']}, model {fields['model']})"
-    versions = {"python": platform.python_version()}
-    for package in ("tensorflow", "gymnasium", "numpy", "stable-baselines3", "torch"):
-        try:
-            from importlib.metadata import version
-
-            versions[package] = version(package)
-        except Exception:
-            pass
-    commit = _git("rev-parse", "--short", "HEAD")
-    # bench/results is what the report writes: its changes are not changes to the code.
-    if _git(
-        "status", "--porcelain", "--untracked-files=no", "--", "batchrl", "bench", ":!bench/results"
-    ):
-        commit += " (with uncommitted changes)"
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "versions": versions,
-        "commit": commit,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }
-
-
-def _git(*args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-    return result.stdout.strip()
-
-
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
 def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
     """One run of the train script; its final evaluation, wall-clock and curve."""
     with tempfile.TemporaryDirectory() as logdir:
@@ -162,9 +114,8 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
             f"--logdir={logdir}", "--set", f"train.seed={seed}",
             *[arg for key in overrides for arg in ("--set", key)],
         ]  # fmt: skip
-        start = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-        wall = time.perf_counter() - start
+        with harness.timer() as clock:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
         evals = _evaluations(Path(logdir) / "eval")
     finals = _FINAL.findall(result.stderr)
     if result.returncode or not finals:
@@ -175,7 +126,7 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
         "steps": int(steps.replace(",", "")),
         "final": float(final),
         "train_seconds": float(seconds),
-        "process_seconds": round(wall, 2),
+        "process_seconds": round(clock.seconds, 2),
         "evals": evals,  # [[step, return], ...]: the learning curve bench/plots.py draws.
     }
 
@@ -198,17 +149,20 @@ def row_presets(args) -> dict:
     rows = []
     for preset in args.presets:
         threshold = PRESETS[preset]
-        info, load_before = machine(), _load()
+        overrides = [word for key in args.set for word in ("--set", key)]
+        command = ["bench/report.py", "--rows", "presets", "--presets", preset,
+                   "--seeds", *map(str, args.seeds), *overrides]  # fmt: skip
         runs = []
         # A new XLA cache per preset, as on a new machine: the first seed compiles, the
         # others load the program.
+        measured = harness.Run(preset, command)
         with tempfile.TemporaryDirectory() as cache:
             for seed in args.seeds:
                 run = train_preset(preset, seed, [f"train.xla_cache={cache}", *args.set])
                 runs.append(run)
                 print(f"{preset} seed {seed}: {run}", file=sys.stderr, flush=True)
         solved = sum(run["final"] >= threshold for run in runs)
-        rows.append({
+        rows.append(measured.record({
             "preset": preset,
             "threshold": threshold,
             "overrides": list(args.set),
@@ -216,13 +170,7 @@ def row_presets(args) -> dict:
             "solved": solved,
             "median_final": statistics.median(run["final"] for run in runs),
             "median_train_seconds": statistics.median(run["train_seconds"] for run in runs),
-            "load_before": load_before,
-            "load_after": _load(),
-            "machine": info,
-            "command": f"python bench/report.py --rows presets --presets {preset} "
-            f"--seeds {' '.join(map(str, args.seeds))}"
-            + "".join(f" --set {key}" for key in args.set),
-        })  # fmt: skip
+        }))  # fmt: skip
         save_preset(rows[-1])
     return _saved_presets()
 
@@ -360,7 +308,7 @@ def row_envs(args) -> dict:
     return {
         "command": "python bench/report.py --rows envs (runs python bench/tf_envs.py "
         "--batch-sizes 1 16 256 4096)",
-        "results": _bench("tf_envs.py", "--batch-sizes", "1", "16", "256", "4096"),
+        "results": _bench("tf_envs.py", "--batch-sizes", "1", "16", "256", "4096")["results"],
     }
 
 
@@ -501,11 +449,11 @@ def markdown_preset_table(result: dict, presets: tuple[str, ...]) -> str:
         if row["preset"] not in presets:
             continue
         seeds = f"{row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
-        commit = row["machine"]["commit"].replace(" (with uncommitted changes)", "+")
+        commit = _commit(row).replace(" (with uncommitted changes)", "+")
         lines.append(
             f"| `{row['preset']}` | {row['threshold']:g} | {seeds} | "
             f"**{row['solved']}/{len(row['runs'])}** | {row['median_final']:.1f} | "
-            f"{row['median_train_seconds']:.0f} | {row['machine']['date'][:10]}, {commit} |"
+            f"{row['median_train_seconds']:.0f} | {_date(row)[:10]}, {commit} |"
         )
     lines += ["", _COMMIT_NOTE]
     for name in presets:  # The curves bench/plots.py draws from rows that kept them.
@@ -535,7 +483,8 @@ def markdown_headline() -> str:
         lines.append(
             f"| `{name}`: final evaluation at {rows[0]['threshold']:g} or better, seeds "
             f"{seeds[0]} to {seeds[-1]} | **{solved}/{runs}**; median "
-            f"{statistics.median(row['median_train_seconds'] for row in rows):.0f} s a run |"
+            f"{statistics.median(row['median_train_seconds'] for row in rows):.0f} s a run; "
+            f"{'; '.join(dict.fromkeys(harness.provenance(row) for row in rows))} |"
         )
     sb3 = RESULTS / "sb3.json"
     if sb3.exists():
@@ -570,9 +519,20 @@ def markdown_headline() -> str:
 
 
 def _when(result: dict) -> str:
-    """The date, commit and CPU of a saved row, for the cell that quotes it."""
-    info = result["machine"]
-    return f"{info['date'][:10]}, {info['commit']}, {info['cpu']}"
+    """The date, CPU and code of a saved row, for the cell that quotes it."""
+    return f"{_date(result)[:10]}, {result['machine']['cpu']}; {harness.provenance(result)}"
+
+
+def _date(result: dict) -> str:
+    """When a row was measured; rows saved before bench/harness.py kept it in "machine"."""
+    return result.get("date") or result["machine"]["date"]
+
+
+def _commit(result: dict) -> str:
+    """The row's commit, " (with uncommitted changes)" appended when the code was dirty."""
+    if "commit" not in result:  # Saved before bench/harness.py.
+        return result["machine"]["commit"]
+    return result["commit"] + (" (with uncommitted changes)" if result["dirty"] else "")
 
 
 def _sb3_runs(invocation: dict) -> list[dict]:
@@ -595,11 +555,7 @@ LONG_ROWS = ("apex", "minatar", "twin")
 
 def save(name: str, result: dict) -> None:
     """Writes bench/results/<name>.json atomically."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(temporary, path)
+    harness.write_json(RESULTS / f"{name}.json", result)
 
 
 def markdown(names: list[str]) -> str:
@@ -612,9 +568,10 @@ def markdown(names: list[str]) -> str:
             result = json.loads(path.read_text())
             lines += ROWS[name][1](result)
             parts += [(part.get("preset", name), part) for part in result.get("presets", [result])]
-    machines = {_machine_line(part["machine"]) for _, part in parts}
-    notes = [f"- {label}: {part['machine']['date']}, load average {part['load_before']} -> "
-             f"{part['load_after']}; `{part['command']}`" for label, part in parts]  # fmt: skip
+    machines = {_machine_line(part) for _, part in parts}
+    notes = [f"- {label}: {_date(part)}, load average {part['load_before']} -> "
+             f"{part['load_after']}; `{part['command']}`; {harness.provenance(part)}"
+             for label, part in parts]  # fmt: skip
     measured = f"Measured on {'; '.join(sorted(machines))}:"
     return "\n".join(
         [
@@ -629,9 +586,10 @@ def markdown(names: list[str]) -> str:
     )
 
 
-def _machine_line(info: dict) -> str:
+def _machine_line(result: dict) -> str:
+    info = result["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
-    return f"{info['cpu']} ({info['cores']} cores), commit {info['commit']}, {versions}"
+    return f"{info['cpu']} ({info['cores']} cores), commit {_commit(result)}, {versions}"
 
 
 def write(text: str, path: Path, name: str = "") -> None:
@@ -678,10 +636,10 @@ def main(argv=None) -> None:
         print(text)
         return
     for name in args.rows:
-        info, load_before = machine(), _load()
+        run = harness.Run(name)
         result = ROWS[name][0](args)
         if name != "presets":  # Saved preset by preset, each with its machine.
-            result.update(machine=info, load_before=load_before, load_after=_load())
+            result = run.record(result)
             save(name, result)
         print("\n".join(ROWS[name][1](result)), flush=True)
 

@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import tensorflow as tf
 from routing_heuristics import MAX_STEPS, finished_returns, topology_name
@@ -70,7 +71,7 @@ class LevelLog:
         print(
             f"{unit} {index:4d} steps {steps:9d} train {train_time:7.1f}s "
             f"eval {mean:6.2f} +- {error:4.2f} (eval time {self.eval_time:5.1f}s) "
-            f"load {os.getloadavg()[0]:.2f}",
+            f"load {harness.load()}",
             flush=True,
         )
         if self.detail is not None:
@@ -242,7 +243,7 @@ def main():
     print(
         f"{args.config} seed {args.seed}: {algo.network.num_params} parameters, "
         f"{2 * config.es.population} members; SAP on the fixed {args.eval_episodes} "
-        f"episodes {log.sap_text}; load {os.getloadavg()}",
+        f"episodes {log.sap_text}; load {harness.load()}",
         flush=True,
     )
     if detail is not None:

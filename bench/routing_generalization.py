@@ -26,9 +26,9 @@ the seeds above SAP (k/n) on each topology:
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
+import harness
 import numpy as np
 import tensorflow as tf
 from routing_es import build_es, fixed_set_evaluator, mean_text
@@ -132,7 +132,7 @@ def main():
     config, algo, trainer = build_es(args.config, overrides, args.seed)
     print(
         f"{args.config} on {len(args.train)} topologies, seed {args.seed}: "
-        f"{algo.network.num_params} parameters; load {os.getloadavg()}",
+        f"{algo.network.num_params} parameters; load {harness.load()}",
         flush=True,
     )
     thetas, trained = [], []

@@ -12,9 +12,9 @@ batch of one topology, env.id batchrl/Routing-v0), timing each (the first compil
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
+import harness
 import numpy as np
 from routing_es import build_es
 from routing_heuristics import evaluate
@@ -31,7 +31,7 @@ def main():
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("overrides", nargs="*", help="config overrides key=value")
     args = parser.parse_args()
-    print(f"load {os.getloadavg()}", flush=True)
+    print(f"load {harness.load()}", flush=True)
     start = time.perf_counter()
     topology = load_topology(args.topology)
     build = time.perf_counter() - start
@@ -75,7 +75,7 @@ def main():
         print(
             f"generation {generation}: {time.perf_counter() - start:6.1f}s, {steps} steps, "
             f"mean return {float(stats['mean_return']):.2f}, mean length "
-            f"{float(stats['mean_length']):.1f}; load {os.getloadavg()[0]:.2f}",
+            f"{float(stats['mean_length']):.1f}; load {harness.load()}",
             flush=True,
         )
 

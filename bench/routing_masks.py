@@ -17,9 +17,9 @@ table shows medians and the ratio table / links.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 
+import harness
 import tensorflow as tf
 from routing_twin import Twin
 
@@ -45,12 +45,12 @@ def main(argv=None):
         for table in (True, False)
     }
     rates = {name: [] for name in twins}
-    load = [os.getloadavg()[0]]
+    load = [harness.load()]
     for _ in range(args.repeats):
         for name, twin in twins.items():
             run = twin.measure(args.seconds)
             rates[name].append(run["steps"] / run["seconds"])
-        load.append(os.getloadavg()[0])
+        load.append(harness.load())
     print("| topology | policy | B | table, steps/s | links, steps/s | table / links |")
     print("|---|---|---:|---:|---:|---:|")
     for key in keys:

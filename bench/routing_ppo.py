@@ -18,8 +18,8 @@ A run past a session's end is made of such pieces (experiment V-B runs PPO for h
 from __future__ import annotations
 
 import argparse
-import os
 
+import harness
 import tensorflow as tf
 from routing_es import (
     LevelLog,
@@ -73,7 +73,7 @@ def main():
     print(
         f"{args.config} seed {args.seed}: {len(batch_env)} environments, "
         f"{config.train.steps_per_call} steps per call; SAP on the fixed "
-        f"{args.eval_episodes} episodes {log.sap_text}; load {os.getloadavg()}",
+        f"{args.eval_episodes} episodes {log.sap_text}; load {harness.load()}",
         flush=True,
     )
     if detail is not None:

@@ -16,10 +16,10 @@ one-at-a-time loop times the network calls and the environment steps apart.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import gymnasium as gym
+import harness
 import numpy as np
 import tensorflow as tf
 from routing_heuristics import MAX_STEPS
@@ -102,7 +102,7 @@ def main():
     args = parser.parse_args()
     net = GraphPopulation(RoutingGraphFeatures(args.topology), *SIZES[args.topology])
     members = 2 * args.pairs
-    print(f"{args.topology}, {net.num_params} parameters; load {os.getloadavg()}", flush=True)
+    print(f"{args.topology}, {net.num_params} parameters; load {harness.load()}", flush=True)
     env_seconds = environment_only(args.topology, members, args.seed, args.repeats)
     modes = {"graph": (False, 0), "xla": (True, 0), "xla_skip": (True, args.member_chunk)}
     rates = {}
@@ -114,7 +114,7 @@ def main():
         print(
             f"batched ({mode}): {members} episodes in {seconds:.2f} s (median of "
             f"{args.repeats}; first call {compile_time:.1f} s): {rates[mode]:.1f} episodes/s, "
-            f"mean length {length / members:.1f}; load {os.getloadavg()[0]:.2f}",
+            f"mean length {length / members:.1f}; load {harness.load()}",
             flush=True,
         )
     print(
@@ -131,7 +131,7 @@ def main():
     sequential = args.sequential / total
     for mode, rate in rates.items():
         print(f"ratio batched ({mode}) / one at a time: {rate / sequential:.2f}x")
-    print(f"load {os.getloadavg()}")
+    print(f"load {harness.load()}")
 
 
 if __name__ == "__main__":

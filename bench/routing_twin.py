@@ -71,6 +71,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
+
 SNAPSHOT = "/work/.mirror/BNN-UPC+DRL-ES-OTN/repo"
 REFERENCE_PYTHON = "/work/otnvenv/bin/python"
 DEMANDS, K, SEED = [8, 32, 64], 4, 9  # The reference's list_of_demands, K and SEED.
@@ -251,7 +253,8 @@ def main(argv=None):
 
     if args.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
-    load = [os.getloadavg()[0]]
+    run = harness.Run("routing_twin")
+    load = [run.header["load_before"]]
     results = {"reference": {}, "batchrl": {}}
     with tempfile.TemporaryDirectory() as directory:
         root, commit = extract_reference(args.snapshot, directory)
@@ -273,7 +276,7 @@ def main(argv=None):
                     runs[mode].append(reference.measure(mode, args.seconds))
                 for key, twin in twins.items():
                     runs[key].append(twin.measure(args.seconds))
-                load.append(os.getloadavg()[0])
+                load.append(harness.load())
             reference.close()
             results["reference"][topology] = {
                 **reference.info,
@@ -294,11 +297,10 @@ def main(argv=None):
         for key in ("steps_per_call", "seconds", "repeats", "intra_op_threads", "snapshot")
     }
     results["settings"]["tensorflow"] = tf.__version__
-    results["load_average"] = load
+    results["load_average"] = load  # Before the run and after each repeat.
     print(json.dumps(results))
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(results, file, indent=2)
+        run.save(results, args.json)
 
 
 def markdown(topology: str, results: dict) -> str:

@@ -28,13 +28,11 @@ measured rows, plus the update.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 
+import harness
 import numpy as np
 import ray
 import tensorflow as tf
@@ -108,25 +106,17 @@ def main():
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     limit_threads(1)
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo"], capture_output=True)
-    header = {
-        "cpu": cpu.stdout.decode().split(":")[-1].strip(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    print(header, f"load {os.getloadavg()}", flush=True)
+    run = harness.Run("routing_workers")
+    print(run.header, flush=True)
     connect(load_run_config(args.presets[0], []).ray, max(args.workers))
-    results = {"header": header, "presets": {}}
+    results = {"presets": {}}
     try:
         for preset in args.presets:
             results["presets"][preset] = run_preset(preset, args)
     finally:
         ray.shutdown()
     if args.json:
-        with open(args.json + ".tmp", "w") as file:
-            json.dump(results, file, indent=1)
-        os.replace(args.json + ".tmp", args.json)
+        run.save(results, args.json)
 
 
 def run_preset(preset: str, args) -> dict:

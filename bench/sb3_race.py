@@ -45,12 +45,12 @@ import functools
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 
+import harness
 import numpy as np
 from medians import cell, median_to_target
 
@@ -390,29 +390,13 @@ def run_batchrl(task: Task, method: str, seed: int, args) -> dict:
 
 
 def versions(args) -> dict[str, str]:
-    import gymnasium as gym
-    import stable_baselines3
-    import tensorflow as tf
+    """The versions, torch's threads and the CPU, for the table's last line."""
     import torch
 
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "stable-baselines3": stable_baselines3.__version__,
-        "tensorflow": tf.__version__,
-        "gymnasium": gym.__version__,
-        "numpy": np.__version__,
-        "torch threads": str(args.torch_threads or torch.get_num_threads()),
-        "cpus": str(os.cpu_count()),
-        "cpu": cpu_model(),
-    }
-
-
-def cpu_model() -> str:
-    for line in open("/proc/cpuinfo", encoding="utf-8"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    machine = harness.machine()
+    threads = args.torch_threads or torch.get_num_threads()
+    return {**machine["versions"], "torch threads": str(threads),
+            "cpus": str(machine["cores"]), "cpu": machine["cpu"]}  # fmt: skip
 
 
 def run_in_process(task_name: str, method: str, seed: int, args, xla_cache: str = "") -> dict:
@@ -558,7 +542,8 @@ def main(argv=None) -> None:
         return
     args.configs = args.configs or list(task.configs)
     info = versions(args)
-    print(f"Versions: {info}; load average {os.getloadavg()}", file=sys.stderr)
+    run = harness.Run(f"sb3_race_{args.task}")
+    print(f"Versions: {info}; load average {run.header['load_before']}", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory() as folder:
         warm = {name: os.path.join(folder, f"warm-{i}") for i, name in enumerate(args.configs)}
@@ -577,19 +562,12 @@ def main(argv=None) -> None:
                     result["method"] += f" ({mode})"
                     results.append(result)
     print(markdown(task, results, info, args))
-    print(f"Load average at the end: {os.getloadavg()}", file=sys.stderr)
+    print(f"Load average at the end: {harness.load()}", file=sys.stderr)
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(
-                {
-                    "versions": info,
-                    "args": vars(args),
-                    "task": dataclasses.asdict(task),
-                    "results": results,
-                },
-                file,
-                indent=2,
-            )
+        task = dataclasses.asdict(task)
+        run.save(
+            {"versions": info, "args": vars(args), "task": task, "results": results}, args.json
+        )
 
 
 if __name__ == "__main__":

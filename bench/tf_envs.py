@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import statistics
 import sys
 
 import gymnasium as gym
+import harness
 import tensorflow as tf
 from throughput import (
     PolicyOnly,
@@ -60,6 +60,7 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
+    run = harness.Run("tf_envs")
     results = {}
     for env_id in args.envs:
         for batch_size in args.batch_sizes:
@@ -73,8 +74,7 @@ def main(argv=None):
             print(f"{env_id} B={batch_size}: {row}", file=sys.stderr)
     print(markdown(results))
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(results, file, indent=2)
+        run.save({"results": results}, args.json)
 
 
 def markdown(results):

@@ -1,6 +1,7 @@
 """bench/report.py: the twin's row from hand-made results."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 BENCH = Path(__file__).parents[2] / "bench"
@@ -42,3 +43,24 @@ def test_preset_rows_of_other_seeds_stay_and_the_same_seeds_are_replaced(monkeyp
     saved = report._saved_presets()["presets"]
     got = [(r["preset"], [run["seed"] for run in r["runs"]], r["runs"][0]["final"]) for r in saved]
     assert got == [("pendulum", [0, 1], 3.0), ("cartpole", [0, 1], 2.0), ("cartpole", [5, 6], 4.0)]
+
+
+def test_write_reads_rows_saved_before_the_harness_and_through_it(monkeypatch, tmp_path):
+    report = load_report(monkeypatch)
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    head = report.harness.git("rev-parse", "--short", "HEAD")
+    machine = {"cpu": "AMD EPYC", "cores": 2, "versions": {"python": "3.11.7"}}
+    row = {"command": "c", "load_before": 1.0, "load_after": 2.0, "episodes": 9}
+    row |= {"mean": -1.0, "std": 0.0}
+    old = {"commit": f"{head} (with uncommitted changes)", "date": "2026-11-01 10:00 UTC"}
+    (tmp_path / "random.json").write_text(json.dumps({**row, "machine": machine | old}))
+    text = report.markdown(["random"])
+    assert (
+        f"- random: 2026-11-01 10:00 UTC, load average 1.0 -> 2.0; `c`; at HEAD ({head}+)" in text
+    )
+    assert f"AMD EPYC (2 cores), commit {head} (with uncommitted changes), python" in text
+    new = {"machine": machine, "commit": head, "dirty": False, "date": "2026-12-06 10:00 UTC"}
+    (tmp_path / "random.json").write_text(json.dumps({**row, **new}))
+    text = report.markdown(["random"])
+    assert f"- random: 2026-12-06 10:00 UTC, load average 1.0 -> 2.0; `c`; at HEAD ({head})" in text
+    assert f"AMD EPYC (2 cores), commit {head}, python 3.11.7" in text
