@@ -64,3 +64,21 @@ def test_write_reads_rows_saved_before_the_harness_and_through_it(monkeypatch, t
     text = report.markdown(["random"])
     assert f"- random: 2026-12-06 10:00 UTC, load average 1.0 -> 2.0; `c`; at HEAD ({head})" in text
     assert f"AMD EPYC (2 cores), commit {head}, python 3.11.7" in text
+
+
+def test_headline_runs_every_row_the_readme_table_shows_and_no_other(monkeypatch, tmp_path):
+    """--headline runs the README's presets on seeds 0 to 4 and 5 to 9 (the two rows the
+    table adds up), then sb3, envs and random, with the same arguments as the table."""
+    report = load_report(monkeypatch)
+    ran = []
+    rows = {name: (lambda args, name=name: ran.append((name, list(args.presets),
+                                                       list(args.seeds))) or {}, lambda r: [])
+            for name in report.ROWS}  # fmt: skip
+    monkeypatch.setattr(report, "ROWS", rows)
+    monkeypatch.setattr(report, "save", lambda name, result: None)
+    report.main(["--headline"])
+    headline = list(report.HEADLINE_PRESETS)
+    assert [name for name, _, _ in ran] == ["presets", "presets", "sb3", "envs", "random"]
+    assert ran[0][1:] == (headline, [0, 1, 2, 3, 4])
+    assert ran[1][1:] == (headline, [5, 6, 7, 8, 9])
+    assert ran[2][2] == [0, 1, 2, 3, 4]  # The races' seeds.
