@@ -25,6 +25,8 @@ average before and after, versions and commit, so that `--write` can assemble th
 - `envs`: steps per second of the environments in TensorFlow ops against Gymnasium's
   vector environments (bench/tf_envs.py), best batch size against best batch size.
 - `random`: Pendulum-v1's return under uniformly random actions, the floor of the scale.
+- `tests`: the README's test command, `python -m pytest -n auto` (the default suite), its
+  counts and wall-clock.
 - `apex` (only when named): Ape-X's transitions per second into its shards at 1 to 8 actors
   on environments that sleep 2 ms a step, beside single-process DQN on the same ones
   (bench/apex_scaling.py, about 3 minutes).
@@ -45,7 +47,8 @@ speed ratios against each peer as bars. The rows run only when named, apex, mina
 twin, take minutes of quiet cores each. The default rows take about two hours on two
 cores (the 18 presets on 5 seeds about 110 minutes of it; `cartpole_impala_ray`,
 `cartpole_dqn` and `pendulum_impala` are the longest); `--headline`, the README's rows
-(its presets on seeds 0 to 4 and 5 to 9, `sb3`, `envs` and `random`), about an hour.
+(its presets on seeds 0 to 4 and 5 to 9, `sb3`, `envs`, `random` and `tests`), about
+an hour.
 
 Timings are only comparable within a row: run nothing else on the machine meanwhile.
 """
@@ -360,6 +363,36 @@ def row_random(args) -> dict:
     }
 
 
+_PYTEST_SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+
+
+def row_tests(args) -> dict:
+    """The README's test command, `python -m pytest -n auto`: the default suite a new user
+    runs, its counts and wall-clock (CI's slow stage is not timed here: 20 minutes more)."""
+    command = [sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"]
+    with harness.timer() as clock:
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    summary = _PYTEST_SUMMARY.findall(result.stdout)
+    if result.returncode or not summary:
+        raise RuntimeError(f"python -m pytest -n auto failed:\n{result.stdout[-3000:]}")
+    counts, seconds = summary[-1]
+    return {
+        "command": "python bench/report.py --rows tests (runs python -m pytest -n auto)",
+        "counts": counts,  # e.g. "1220 passed, 173 skipped"
+        "pytest_seconds": float(seconds),
+        "seconds": round(clock.seconds, 1),
+    }
+
+
+def markdown_tests(result: dict) -> list[str]:
+    minutes, seconds = divmod(round(result["seconds"]), 60)
+    return [
+        f"| The default test suite, `python -m pytest -n auto` as the README runs it, on "
+        f"{result['machine']['cores']} cores | {result['counts']} in **{minutes} min "
+        f"{seconds:02d} s** |"
+    ]
+
+
 def markdown_random(result: dict) -> list[str]:
     return [
         f"| Pendulum-v1 under uniformly random actions ({result['episodes']:,} episodes), "
@@ -524,6 +557,10 @@ def markdown_headline() -> str:
         lines += [
             row.replace(" | **", f" ({_when(saved)}) | **", 1) for row in markdown_envs(saved)
         ]
+    tests = RESULTS / "tests.json"
+    if tests.exists():
+        saved = json.loads(tests.read_text())
+        lines += [row.replace(" | ", f" ({_when(saved)}) | ", 1) for row in markdown_tests(saved)]
     return "\n".join(lines)
 
 
@@ -553,6 +590,7 @@ ROWS = {
     "sb3": (row_sb3, markdown_sb3),
     "envs": (row_envs, markdown_envs),
     "random": (row_random, markdown_random),
+    "tests": (row_tests, markdown_tests),
     "apex": (row_apex, markdown_apex),
     "minatar": (row_minatar, markdown_minatar),
     "twin": (row_twin, markdown_twin),
@@ -620,7 +658,7 @@ def headline_plan() -> list[tuple[str, list[int]]]:
     """What `--headline` runs, in order: (row, seeds); the presets row twice, on seeds 0 to
     4 and 5 to 9, as the rows `markdown_headline` adds up."""
     return [("presets", [0, 1, 2, 3, 4]), ("presets", [5, 6, 7, 8, 9]),
-            ("sb3", [0, 1, 2, 3, 4]), ("envs", []), ("random", [])]  # fmt: skip
+            ("sb3", [0, 1, 2, 3, 4]), ("envs", []), ("random", []), ("tests", [])]  # fmt: skip
 
 
 def main(argv=None) -> None:

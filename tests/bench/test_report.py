@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).parents[2] / "bench"
 
 
@@ -78,7 +80,27 @@ def test_headline_runs_every_row_the_readme_table_shows_and_no_other(monkeypatch
     monkeypatch.setattr(report, "save", lambda name, result: None)
     report.main(["--headline"])
     headline = list(report.HEADLINE_PRESETS)
-    assert [name for name, _, _ in ran] == ["presets", "presets", "sb3", "envs", "random"]
+    assert [name for name, _, _ in ran] == ["presets", "presets", "sb3", "envs", "random", "tests"]
     assert ran[0][1:] == (headline, [0, 1, 2, 3, 4])
     assert ran[1][1:] == (headline, [5, 6, 7, 8, 9])
     assert ran[2][2] == [0, 1, 2, 3, 4]  # The races' seeds.
+
+
+def test_tests_row_reads_pytests_summary_and_refuses_a_failed_suite(monkeypatch):
+    report = load_report(monkeypatch)
+
+    class Done:
+        def __init__(self, code, tail):
+            self.returncode, self.stdout = code, f"....\n{tail}\n"
+
+    ok = "=========== 1220 passed, 173 skipped in 300.12s (0:05:00) ==========="
+    monkeypatch.setattr(report.subprocess, "run", lambda *a, **k: Done(0, ok))
+    row = report.row_tests(None)
+    assert (row["counts"], row["pytest_seconds"]) == ("1220 passed, 173 skipped", 300.12)
+    row.update(seconds=301.0, machine={"cores": 2})
+    [line] = report.markdown_tests(row)
+    assert "1220 passed, 173 skipped in **5 min 01 s**" in line
+    failed = "===== 1 failed, 1219 passed in 290.00s ====="
+    monkeypatch.setattr(report.subprocess, "run", lambda *a, **k: Done(1, failed))
+    with pytest.raises(RuntimeError, match="1 failed"):
+        report.row_tests(None)
