@@ -244,7 +244,11 @@ def test_minatar_preset_trains_a_convnet_end_to_end(tmp_path):
     assert result["step"] == 512
     assert np.isfinite(result["eval_return"])
     _, algo = restored_state(tmp_path, config)
-    assert algo.policy.conv[0].w.shape == (3, 3, 4, 16)
+    # One convolution under the policy's and the baseline's 128 units (network.shared_body).
+    assert algo.policy.body.conv[0].w.shape == (3, 3, 4, 16)
+    for head, outputs in ((algo.policy.policy, 3), (algo.policy.baseline, 1)):
+        layers = [*head.hidden, head.output]
+        assert [layer.w.shape for layer in layers] == [(1024, 128), (128, outputs)]
     observ = np.random.default_rng(0).integers(0, 2, size=(3, 10, 10, 4)).astype(np.float32)
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     np.testing.assert_array_equal(policy(observ), algo.act(observ))
