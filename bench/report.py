@@ -363,7 +363,9 @@ def row_random(args) -> dict:
     }
 
 
-_PYTEST_SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+# pytest's last line, "1229 passed, 173 skipped, 6 warnings in 297.89s (0:04:57)", between
+# "=" borders unless -q drops them.
+_PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*?) in ([\d.]+)s", re.MULTILINE)
 
 
 def row_tests(args) -> dict:

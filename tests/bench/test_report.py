@@ -97,6 +97,9 @@ def test_tests_row_reads_pytests_summary_and_refuses_a_failed_suite(monkeypatch)
     monkeypatch.setattr(report.subprocess, "run", lambda *a, **k: Done(0, ok))
     row = report.row_tests(None)
     assert (row["counts"], row["pytest_seconds"]) == ("1220 passed, 173 skipped", 300.12)
+    quiet = "1229 passed, 173 skipped, 6 warnings in 297.89s (0:04:57)"  # -q: no borders.
+    monkeypatch.setattr(report.subprocess, "run", lambda *a, **k: Done(0, quiet))
+    assert report.row_tests(None)["counts"] == "1229 passed, 173 skipped, 6 warnings"
     row.update(seconds=301.0, machine={"cores": 2})
     [line] = report.markdown_tests(row)
     assert "1220 passed, 173 skipped in **5 min 01 s**" in line
