@@ -25,6 +25,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from ruamel.yaml import YAML
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 # The code a number depends on; bench/results/ is what the benchmarks write, not code.
@@ -75,27 +77,55 @@ def dirty(root: Path = ROOT) -> bool:
     return bool(git("status", "--porcelain", "--untracked-files=no", "--", *CODE, root=root))
 
 
-def changed_since(commit: str, root: Path = ROOT) -> list[str] | None:
+def changed_since(commit: str, root: Path = ROOT, preset: str | None = None) -> list[str] | None:
     """The parts of `CODE` (batchrl/, setup.cfg, bench/) that differ between `commit` and
     HEAD: empty when a row measured at `commit` measured HEAD's code; None when this clone
-    does not know `commit`."""
+    does not know `commit`. For a row of one `preset`, the files of other presets
+    (batchrl/configs/*.yaml outside its chain of `base:` presets) do not count: retuning
+    one preset leaves the others' rows at HEAD."""
     command = ["git", "diff", "--name-only", commit.removesuffix(_SUFFIX), "HEAD", "--", *CODE]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True)
     if result.returncode:
         return None
-    return sorted({path.split("/")[0] + ("/" if "/" in path else "") for path in
-                   result.stdout.split()})  # fmt: skip
+    paths = result.stdout.split()
+    if preset is not None:
+        chain = {f"{_CONFIGS}/{name}.yaml" for name in preset_chain(preset, root)}
+        paths = [p for p in paths if p in chain or not _is_preset_file(p)]
+    return sorted({path.split("/")[0] + ("/" if "/" in path else "") for path in paths})
+
+
+_CONFIGS = "batchrl/configs"
+
+
+def _is_preset_file(path: str) -> bool:
+    folder, _, name = path.rpartition("/")
+    return folder == _CONFIGS and name.endswith(".yaml")
+
+
+def preset_chain(preset: str, root: Path = ROOT) -> list[str]:
+    """`preset` and the presets it takes its values from (`base:`, then `default`), as
+    batchrl/configs/ holds them at HEAD."""
+    chain = [preset]
+    while chain[-1] != "default":
+        path = root / _CONFIGS / f"{chain[-1]}.yaml"
+        values = YAML(typ="safe").load(path) if path.exists() else None
+        base = (values or {}).get("base") or "default"
+        if base in chain:
+            break
+        chain.append(base)
+    return chain
 
 
 def provenance(record: dict, root: Path = ROOT) -> str:
     """Where a saved row (of either layout, see the module's docstring) stands to HEAD:
     "at HEAD (<commit>)", or "at <commit>; batchrl/ has changed since"; a + after the
-    commit when its code had uncommitted changes."""
+    commit when its code had uncommitted changes. A row of one preset (it has "preset")
+    counts only that preset's own files among the presets (`changed_since`)."""
     commit = record.get("commit") or record["machine"]["commit"]
     dirt = record.get("dirty", commit.endswith(_SUFFIX))
     commit = commit.removesuffix(_SUFFIX)
     mark = "+" if dirt else ""
-    changed = changed_since(commit, root)
+    changed = changed_since(commit, root, record.get("preset"))
     if changed is None:
         return f"at {commit}{mark}; not in this clone"
     if not changed:

@@ -493,11 +493,10 @@ def markdown_preset_table(result: dict, presets: tuple[str, ...]) -> str:
         if row["preset"] not in presets:
             continue
         seeds = f"{row['runs'][0]['seed']} to {row['runs'][-1]['seed']}"
-        commit = _commit(row).replace(" (with uncommitted changes)", "+")
         lines.append(
             f"| `{row['preset']}` | {row['threshold']:g} | {seeds} | "
             f"**{row['solved']}/{len(row['runs'])}** | {row['median_final']:.1f} | "
-            f"{row['median_train_seconds']:.0f} | {_date(row)[:10]}, {commit} |"
+            f"{row['median_train_seconds']:.0f} | {_date(row)[:10]}, {harness.provenance(row)} |"
         )
     lines += ["", _COMMIT_NOTE]
     for name in presets:  # The curves bench/plots.py draws from rows that kept them.

@@ -97,6 +97,20 @@ def test_provenance_says_whether_a_rows_code_is_heads(repo):
     assert harness.provenance({"commit": "0000000"}, repo) == "at 0000000; not in this clone"
 
 
+def test_a_presets_row_stays_at_head_when_only_other_presets_change(repo):
+    commit(repo, {"batchrl/configs/base.yaml": "x: 1\n", "batchrl/configs/p.yaml": "base: base\n",
+                  "batchrl/configs/other.yaml": "x: 1\n"})  # fmt: skip
+    measured = git(repo, "rev-parse", "--short", "HEAD").strip()
+    row = {"commit": measured, "dirty": False, "preset": "p"}
+    commit(repo, {"batchrl/configs/other.yaml": "x: 2\n"})
+    assert harness.provenance(row, repo) == f"at HEAD ({measured})"
+    changed = f"at {measured}; batchrl/ has changed since"
+    assert harness.provenance({**row, "preset": "other"}, repo) == changed
+    commit(repo, {"batchrl/configs/base.yaml": "x: 2\n"})  # The preset's base: its own values.
+    assert harness.provenance(row, repo) == changed
+    assert harness.preset_chain("p", repo) == ["p", "base", "default"]
+
+
 def test_the_timer_measures_the_block():
     with harness.timer() as clock:
         assert clock.seconds == 0.0
