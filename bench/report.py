@@ -552,16 +552,12 @@ def markdown_headline() -> str:
                 f"median of {len(_sb3_runs(best))} seeds, an empty XLA cache "
                 f"({_when(saved)}) | " + "; ".join(parts) + " |"
             )
-    envs = RESULTS / "envs.json"
-    if envs.exists():
-        saved = json.loads(envs.read_text())
-        lines += [
-            row.replace(" | **", f" ({_when(saved)}) | **", 1) for row in markdown_envs(saved)
-        ]
-    tests = RESULTS / "tests.json"
-    if tests.exists():
-        saved = json.loads(tests.read_text())
-        lines += [row.replace(" | ", f" ({_when(saved)}) | ", 1) for row in markdown_tests(saved)]
+    for name in ("envs", "tests"):  # Their rows as the report writes them, with their date.
+        path = RESULTS / f"{name}.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            rows = ROWS[name][1](saved)  # "| what | result |": the date ends the first cell.
+            lines += [row.replace(" | ", f" ({_when(saved)}) | ", 1) for row in rows]
     return "\n".join(lines)
 
 
