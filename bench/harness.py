@@ -25,12 +25,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from ruamel.yaml import YAML
+from ruamel.yaml import YAML, YAMLError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 # The code a number depends on; bench/results/ is what the benchmarks write, not code.
-CODE = ("batchrl", "setup.cfg", "bench", ":(exclude)bench/results")
+# Markdown (the folders' READMEs) is not code either.
+CODE = ("batchrl", "setup.cfg", "bench", ":(exclude)bench/results", ":(exclude,glob)**/*.md")
 PACKAGES = ("tensorflow", "gymnasium", "numpy", "stable-baselines3", "torch", "jax", "ray")
 _SUFFIX = " (with uncommitted changes)"
 
@@ -80,14 +81,16 @@ def dirty(root: Path = ROOT) -> bool:
 def changed_since(commit: str, root: Path = ROOT, preset: str | None = None) -> list[str] | None:
     """The parts of `CODE` (batchrl/, setup.cfg, bench/) that differ between `commit` and
     HEAD: empty when a row measured at `commit` measured HEAD's code; None when this clone
-    does not know `commit`. For a row of one `preset`, the files of other presets
+    does not know `commit`. A YAML file whose values are the same at both (its comments
+    changed) does not count. For a row of one `preset`, the files of other presets
     (batchrl/configs/*.yaml outside its chain of `base:` presets) do not count: retuning
     one preset leaves the others' rows at HEAD."""
-    command = ["git", "diff", "--name-only", commit.removesuffix(_SUFFIX), "HEAD", "--", *CODE]
+    commit = commit.removesuffix(_SUFFIX)
+    command = ["git", "diff", "--name-only", commit, "HEAD", "--", *CODE]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True)
     if result.returncode:
         return None
-    paths = result.stdout.split()
+    paths = [p for p in result.stdout.split() if not _same_values(p, commit, root)]
     if preset is not None:
         chain = {f"{_CONFIGS}/{name}.yaml" for name in preset_chain(preset, root)}
         paths = [p for p in paths if p in chain or not _is_preset_file(p)]
@@ -95,6 +98,19 @@ def changed_since(commit: str, root: Path = ROOT, preset: str | None = None) -> 
 
 
 _CONFIGS = "batchrl/configs"
+
+
+def _same_values(path: str, commit: str, root: Path) -> bool:
+    """Whether a YAML file holds the same values at `commit` and HEAD."""
+    if not path.endswith((".yaml", ".yml")):
+        return False
+    texts = [git("show", f"{rev}:{path}", root=root) for rev in (commit, "HEAD")]
+    if not all(texts):  # Added or removed.
+        return False
+    try:
+        return YAML(typ="safe").load(texts[0]) == YAML(typ="safe").load(texts[1])
+    except YAMLError:  # A file that does not parse counts as changed.
+        return False
 
 
 def _is_preset_file(path: str) -> bool:

@@ -111,6 +111,16 @@ def test_a_presets_row_stays_at_head_when_only_other_presets_change(repo):
     assert harness.preset_chain("p", repo) == ["p", "base", "default"]
 
 
+def test_comments_and_markdown_are_not_code(repo):
+    commit(repo, {"batchrl/configs/p.yaml": "x: 1  # one\n"})
+    measured = git(repo, "rev-parse", "--short", "HEAD").strip()
+    commit(repo, {"batchrl/configs/p.yaml": "# Judged: 5 of 5.\nx: 1  # one\n",
+                  "batchrl/README.md": "results\n"})  # fmt: skip
+    assert harness.changed_since(measured, repo) == []
+    commit(repo, {"batchrl/configs/p.yaml": "x: 2\n"})
+    assert harness.changed_since(measured, repo) == ["batchrl/"]
+
+
 def test_the_timer_measures_the_block():
     with harness.timer() as clock:
         assert clock.seconds == 0.0
