@@ -338,14 +338,12 @@ def test_a_shard_that_gives_no_batch_times_out_naming_it(ray_cluster):
 
 
 # About 3 minutes on two idle cores; 5 to 7 minutes a seed when busy, and 18.6 minutes in all
-# in the slow stage on an AMD EPYC of family 25 (2026-12-02, at 4 environment steps per
-# update; the preset's 2 since 2026-12-07 make twice the updates): outside CI, for its time
-# limit.
+# in the slow stage on an AMD EPYC of family 25 (2026-12-02): outside CI, for its time limit.
 @pytest.mark.long
 def test_apex_on_cartpole_learns_over_seeds_checkpoints_and_resumes(
     ray_cluster, tmp_path, event_tags
 ):
-    """cartpole_apex_ray as it is (2 actors, 2 shards, at most 2 environment steps per
+    """cartpole_apex_ray as it is (2 actors, 2 shards, at most 4 environment steps per
     update) for 16,384 environment steps, seeds 0, 1 and 2: the best of the evaluations
     every 4,096 steps (16 greedy episodes each) is at least 100 in 2 of the 3 seeds, where
     random play gets about 22. Ape-X is asynchronous, so a seed does not fix a run. On
