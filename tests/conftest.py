@@ -32,7 +32,7 @@ tf = import_tensorflow()
 # runs of several minutes each), which CI leaves out for its time limit, and `fuzz` (the
 # property-based tests at a hundred examples), which CI leaves out too.
 TIERS = {
-    "slow": "python -m pytest --slow runs it, as .ci/run does",
+    "slow": "python -m pytest -m slow runs it, as .ci/run does",
     "long": "python -m pytest -m long runs it; .ci/run does not",
     "fuzz": "python -m pytest -m fuzz runs it; .ci/run does not",
 }

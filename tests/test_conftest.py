@@ -105,7 +105,7 @@ def test_slow_long_and_fuzz_tests_run_only_when_asked_for(request, args, skipped
     items = {tier: Item(tier) for tier in ("default", "slow", "long", "fuzz")}
     conftest.pytest_collection_modifyitems(Config(args), list(items.values()))
     reasons = {
-        "slow": "slow: python -m pytest --slow runs it, as .ci/run does",
+        "slow": "slow: python -m pytest -m slow runs it, as .ci/run does",
         "long": "long: python -m pytest -m long runs it; .ci/run does not",
         "fuzz": "fuzz: python -m pytest -m fuzz runs it; .ci/run does not",
     }

@@ -82,7 +82,7 @@ def test_bad_backend_configs_are_refused(tmp_path, overrides, message):
         train(config, tmp_path, progress=quiet)
 
 
-@pytest.mark.slow  # A long learning run: python -m pytest --slow.
+@pytest.mark.slow  # A long learning run: python -m pytest -m slow.
 def test_pendulum_tf_policy_scores_on_gymnasium_pendulum(tmp_path):
     """pendulum_tf, in its budget, reaches -200 on Gymnasium's Pendulum-v1 in 4 of 5 seeds.
 
