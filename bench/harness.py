@@ -22,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
@@ -78,22 +79,25 @@ def dirty(root: Path = ROOT) -> bool:
     return bool(git("status", "--porcelain", "--untracked-files=no", "--", *CODE, root=root))
 
 
-def changed_since(commit: str, root: Path = ROOT, preset: str | None = None) -> list[str] | None:
+def changed_since(
+    commit: str, root: Path = ROOT, presets: Iterable[str] | None = None
+) -> list[str] | None:
     """The parts of `CODE` (batchrl/, setup.cfg, bench/) that differ between `commit` and
     HEAD: empty when a row measured at `commit` measured HEAD's code; None when this clone
     does not know `commit`. A YAML file whose values are the same at both (its comments
-    changed) does not count. For a row of one `preset`, the files of other presets
-    (batchrl/configs/*.yaml outside its chain of `base:` presets) do not count: retuning
-    one preset leaves the others' rows at HEAD."""
+    changed) does not count. For a row that names the `presets` it trains (none, for a row
+    that trains none), the files of other presets (batchrl/configs/*.yaml outside their
+    chains of `base:` presets) do not count: retuning one preset leaves the others' rows,
+    and the rows that train no preset, at HEAD. `presets` None counts every preset."""
     commit = commit.removesuffix(_SUFFIX)
     command = ["git", "diff", "--name-only", commit, "HEAD", "--", *CODE]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True)
     if result.returncode:
         return None
     paths = [p for p in result.stdout.split() if not _same_values(p, commit, root)]
-    if preset is not None:
-        chain = {f"{_CONFIGS}/{name}.yaml" for name in preset_chain(preset, root)}
-        paths = [p for p in paths if p in chain or not _is_preset_file(p)]
+    if presets is not None:
+        chains = {f"{_CONFIGS}/{name}.yaml" for p in presets for name in preset_chain(p, root)}
+        paths = [p for p in paths if p in chains or not _is_preset_file(p)]
     return sorted({path.split("/")[0] + ("/" if "/" in path else "") for path in paths})
 
 
@@ -120,28 +124,30 @@ def _is_preset_file(path: str) -> bool:
 
 def preset_chain(preset: str, root: Path = ROOT) -> list[str]:
     """`preset` and the presets it takes its values from (`base:`, then `default`), as
-    batchrl/configs/ holds them at HEAD."""
-    chain = [preset]
-    while chain[-1] != "default":
-        path = root / _CONFIGS / f"{chain[-1]}.yaml"
-        values = YAML(typ="safe").load(path) if path.exists() else None
-        base = (values or {}).get("base") or "default"
-        if base in chain:
-            break
-        chain.append(base)
-    return chain
+    batchrl/configs/ holds them in `root`; just `preset` and `default` when its chain does
+    not load (a preset removed since, or a broken `base:`)."""
+    from batchrl.config.loading import ConfigError
+    from batchrl.config.loading import preset_chain as chain_of
+
+    try:
+        chain = chain_of(preset, root / _CONFIGS)
+    except ConfigError:
+        return [preset, "default"]
+    return [path.stem for path, _ in reversed(chain)] + ["default"]
 
 
 def provenance(record: dict, root: Path = ROOT) -> str:
     """Where a saved row (of either layout, see the module's docstring) stands to HEAD:
     "at HEAD (<commit>)", or "at <commit>; batchrl/ has changed since"; a + after the
-    commit when its code had uncommitted changes. A row of one preset (it has "preset")
-    counts only that preset's own files among the presets (`changed_since`)."""
+    commit when its code had uncommitted changes. A row that names the presets it trains
+    ("preset" for one, "presets_used" for several or none) counts only their files among
+    the presets (`changed_since`); a row that names none counts every preset's."""
     commit = record.get("commit") or record["machine"]["commit"]
     dirt = record.get("dirty", commit.endswith(_SUFFIX))
     commit = commit.removesuffix(_SUFFIX)
     mark = "+" if dirt else ""
-    changed = changed_since(commit, root, record.get("preset"))
+    presets = record.get("presets_used", [record["preset"]] if "preset" in record else None)
+    changed = changed_since(commit, root, presets)
     if changed is None:
         return f"at {commit}{mark}; not in this clone"
     if not changed:

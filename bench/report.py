@@ -68,6 +68,7 @@ import tempfile
 from pathlib import Path
 
 import harness
+import sb3_race
 from medians import cell, median_to_target
 
 ROOT = harness.ROOT
@@ -595,6 +596,17 @@ ROWS = {
 # Rows that `--rows` must name: minutes of quiet cores each (minatar about 40), or a
 # reference that only bench/routing_twin.py's setup provides (twin).
 LONG_ROWS = ("apex", "minatar", "twin")
+# The presets each row trains or loads, saved with it as "presets_used": a change to
+# another preset's file leaves the row at HEAD (harness.provenance). The tests row loads
+# every preset, and the presets row names its own.
+ROW_PRESETS = {
+    "sb3": tuple(name for task in SB3_TASKS for name in sb3_race.TASKS[task].configs),
+    "envs": (),
+    "random": (),
+    "apex": ("cartpole_apex_ray", "cartpole_dqn"),  # bench/apex_scaling.py's configs.
+    "minatar": ("breakout_minatar_apex_ray", "breakout_minatar_dqn", "breakout_minatar"),
+    "twin": (),
+}
 
 
 def save(name: str, result: dict) -> None:
@@ -697,6 +709,8 @@ def main(argv=None) -> None:
         run = harness.Run(name)
         result = ROWS[name][0](args)
         if name != "presets":  # Saved preset by preset, each with its machine.
+            if name in ROW_PRESETS:
+                result["presets_used"] = list(ROW_PRESETS[name])
             result = run.record(result)
             save(name, result)
         print("\n".join(ROWS[name][1](result)), flush=True)

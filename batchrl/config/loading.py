@@ -80,7 +80,7 @@ def load_config(
     config_dir = _as_dir(config_dir)
     schema, origins = _load_schema(config_dir, sections)
     values, sources = _defaults(schema, origins)
-    for path, tree in _preset_chain(name_or_path, config_dir):
+    for path, tree in preset_chain(name_or_path, config_dir):
         merge(values, tree, schema, str(path), (), sources, moved)
     for override in overrides:
         key, value = _parse_override(override)
@@ -109,7 +109,7 @@ def peek(
     """
     config_dir = _as_dir(config_dir)
     value = _lookup(_load_schema(config_dir)[0], key)
-    trees = [tree for _, tree in _preset_chain(name_or_path, config_dir)]
+    trees = [tree for _, tree in preset_chain(name_or_path, config_dir)]
     for override in overrides:
         dotted, raw = _parse_override(override)
         tree = raw
@@ -271,8 +271,10 @@ def preset_path(name_or_path: str | os.PathLike, config_dir=None) -> Path:
     return _find(text, config_dir)
 
 
-def _preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tuple[Path, dict]]:
-    """Returns (path, overrides) pairs from the preset nearest the default to the file."""
+def preset_chain(name_or_path: str | os.PathLike, config_dir: Path) -> list[tuple[Path, dict]]:
+    """(path, values) of the preset `name_or_path` and of each preset it takes values from
+    (`base:`), the one nearest the default first; the default itself is not among them.
+    Raises ConfigError for a missing file or a cycle."""
     path = preset_path(name_or_path, config_dir)
     if not path.is_file():
         raise ConfigError(f"Config file {path} does not exist.")

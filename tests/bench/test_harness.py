@@ -98,8 +98,8 @@ def test_provenance_says_whether_a_rows_code_is_heads(repo):
 
 
 def test_a_presets_row_stays_at_head_when_only_other_presets_change(repo):
-    commit(repo, {"batchrl/configs/base.yaml": "x: 1\n", "batchrl/configs/p.yaml": "base: base\n",
-                  "batchrl/configs/other.yaml": "x: 1\n"})  # fmt: skip
+    files = {"default": "x: 0\n", "base": "x: 1\n", "p": "base: base\n", "other": "x: 1\n"}
+    commit(repo, {f"batchrl/configs/{name}.yaml": text for name, text in files.items()})
     measured = git(repo, "rev-parse", "--short", "HEAD").strip()
     row = {"commit": measured, "dirty": False, "preset": "p"}
     commit(repo, {"batchrl/configs/other.yaml": "x: 2\n"})
@@ -109,6 +109,23 @@ def test_a_presets_row_stays_at_head_when_only_other_presets_change(repo):
     commit(repo, {"batchrl/configs/base.yaml": "x: 2\n"})  # The preset's base: its own values.
     assert harness.provenance(row, repo) == changed
     assert harness.preset_chain("p", repo) == ["p", "base", "default"]
+    assert harness.preset_chain("gone", repo) == ["gone", "default"]
+
+
+def test_a_row_counts_the_presets_it_names_and_every_preset_when_it_names_none(repo):
+    files = {"default": "x: 0\n", "a": "x: 1\n", "b": "x: 1\n"}
+    commit(repo, {f"batchrl/configs/{name}.yaml": text for name, text in files.items()})
+    measured = git(repo, "rev-parse", "--short", "HEAD").strip()
+    commit(repo, {"batchrl/configs/b.yaml": "x: 2\n"})
+    row = {"commit": measured, "dirty": False}
+    at_head, changed = f"at HEAD ({measured})", f"at {measured}; batchrl/ has changed since"
+    assert harness.provenance({**row, "presets_used": []}, repo) == at_head  # Trains none.
+    assert harness.provenance({**row, "presets_used": ["a"]}, repo) == at_head
+    assert harness.provenance({**row, "presets_used": ["a", "b"]}, repo) == changed
+    assert harness.provenance(row, repo) == changed  # Names none: every preset counts.
+    commit(repo, {"batchrl/configs/default.yaml": "x: 1\n"})  # Every preset's base.
+    assert harness.provenance({**row, "presets_used": ["a"]}, repo) == changed
+    assert harness.provenance({**row, "presets_used": []}, repo) == at_head
 
 
 def test_comments_and_markdown_are_not_code(repo):

@@ -107,3 +107,26 @@ def test_tests_row_reads_pytests_summary_and_refuses_a_failed_suite(monkeypatch)
     monkeypatch.setattr(report.subprocess, "run", lambda *a, **k: Done(1, failed))
     with pytest.raises(RuntimeError, match="1 failed"):
         report.row_tests(None)
+
+
+def test_rows_name_the_presets_they_train(monkeypatch):
+    """A saved row carries the presets it trains, so that retuning another preset leaves it
+    at HEAD: the races' presets are sb3_race's, the MinAtar row's minatar_budget's."""
+    report = load_report(monkeypatch)
+    import minatar_budget
+    import sb3_race
+
+    assert set(report.ROW_PRESETS["sb3"]) == {"pendulum", "pendulum_tf", "cartpole", "cartpole_tf"}
+    assert set(report.ROW_PRESETS["sb3"]) == {
+        name for task in report.SB3_TASKS for name in sb3_race.TASKS[task].configs
+    }
+    used = {name.partition(":")[0] for name in minatar_budget.PRESETS}
+    assert set(report.ROW_PRESETS["minatar"]) == used
+    assert "tests" not in report.ROW_PRESETS  # The suite loads every preset.
+    saved = {}
+    rows = {name: (lambda args: {}, lambda r: []) for name in report.ROWS}
+    monkeypatch.setattr(report, "ROWS", rows)
+    monkeypatch.setattr(report, "save", lambda name, result: saved.update({name: result}))
+    report.main(["--rows", "envs", "tests"])
+    assert saved["envs"]["presets_used"] == []
+    assert "presets_used" not in saved["tests"]
