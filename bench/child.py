@@ -1,7 +1,7 @@
 """A bench script's measurement in a fresh Python process, its answer the last line of JSON.
 
 Shared by the scripts that time what a process's start costs (`first_call.py`,
-`xla_flags.py`, `train_phases.py`).
+`train_phases.py`).
 """
 
 from __future__ import annotations
