@@ -146,6 +146,9 @@ def train_preset(preset: str, seed: int, overrides: list[str] = ()) -> dict:
 
 def _evaluations(folder: Path) -> list[list[float]]:
     """Every `eval/mean_return` a run wrote to its TensorBoard folder, by step."""
+    from batchrl.quiet import import_tensorflow
+
+    import_tensorflow(init_devices=False)  # TensorBoard's reader imports it: no C++ lines.
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.util.tensor_util import make_ndarray
 
