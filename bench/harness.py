@@ -96,8 +96,8 @@ def changed_since(
         return None
     paths = [p for p in result.stdout.split() if not _same_values(p, commit, root)]
     if presets is not None:
-        chains = {f"{_CONFIGS}/{name}.yaml" for p in presets for name in preset_chain(p, root)}
-        paths = [p for p in paths if p in chains or not _is_preset_file(p)]
+        chains = {f"{_CONFIGS}/{name}.yaml" for one in presets for name in preset_chain(one, root)}
+        paths = [path for path in paths if path in chains or not _is_preset_file(path)]
     return sorted({path.split("/")[0] + ("/" if "/" in path else "") for path in paths})
 
 
