@@ -1,5 +1,6 @@
 """bench/report.py: the twin's row from hand-made results."""
 
+import ast
 import importlib.util
 import json
 from pathlib import Path
@@ -109,9 +110,23 @@ def test_tests_row_reads_pytests_summary_and_refuses_a_failed_suite(monkeypatch)
         report.row_tests(None)
 
 
+def loaded_configs(path: Path) -> set[str]:
+    """The preset names a script passes to load_run_config, read from its source (importing
+    apex_scaling.py would set PYTHONPATH for Ray's workers)."""
+    tree = ast.parse(path.read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return {
+        call.args[0].value
+        for call in calls
+        if getattr(call.func, "id", None) == "load_run_config"
+        and isinstance(call.args[0], ast.Constant)
+    }
+
+
 def test_rows_name_the_presets_they_train(monkeypatch):
     """A saved row carries the presets it trains, so that retuning another preset leaves it
-    at HEAD: the races' presets are sb3_race's, the MinAtar row's minatar_budget's."""
+    at HEAD: the races' presets are sb3_race's, the MinAtar row's minatar_budget's, the
+    Ape-X row's the configs apex_scaling.py loads."""
     report = load_report(monkeypatch)
     import minatar_budget
     import sb3_race
@@ -122,6 +137,7 @@ def test_rows_name_the_presets_they_train(monkeypatch):
     }
     used = {name.partition(":")[0] for name in minatar_budget.PRESETS}
     assert set(report.ROW_PRESETS["minatar"]) == used
+    assert set(report.ROW_PRESETS["apex"]) == loaded_configs(BENCH / "apex_scaling.py")
     assert "tests" not in report.ROW_PRESETS  # The suite loads every preset.
     saved = {}
     rows = {name: (lambda args: {}, lambda r: []) for name in report.ROWS}
