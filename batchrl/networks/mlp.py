@@ -8,6 +8,30 @@ import numpy as np
 import tensorflow as tf
 
 ACTIVATIONS = {"tanh": tf.tanh, "relu": tf.nn.relu, "elu": tf.nn.elu}
+INITS = ("orthogonal", "uniform")  # How a layer's weights and biases start (`initial`).
+
+
+def initial(shape: list[int], fan_in: int, gain: float, init: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """A layer's first weights [*shape] and biases [shape[-1]].
+
+        orthogonal: W orthogonal, scaled by `gain`; b = 0 (the PPO and IMPALA networks).
+        uniform:    W and b drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), `gain` unused:
+                    PyTorch's default for nn.Linear and nn.Conv2d, which Stable-Baselines3's,
+                    CleanRL's and the MinAtar baselines' Q networks start from. DQN's Q
+                    networks use it: started orthogonal (gain sqrt(2), zero biases), Q
+                    diverged far past 1 / (1 - gamma) on CartPole with a target copied
+                    every 63 updates where this start stayed bounded (DQN's README).
+
+    `fan_in` is the inputs of one output unit: the input features of a dense layer,
+    kernel * kernel * channels of a convolution.
+    """
+    if init == "orthogonal":
+        return tf.initializers.Orthogonal(gain=gain)(shape), tf.zeros(shape[-1:])
+    if init == "uniform":
+        bound = 1.0 / np.sqrt(fan_in)
+        weights = tf.random.uniform(shape, -bound, bound)
+        return weights, tf.random.uniform(shape[-1:], -bound, bound)
+    raise ValueError(f"Unknown init {init!r}; valid choices are {list(INITS)}.")
 
 
 def as_float(x) -> tf.Tensor:
@@ -22,26 +46,30 @@ def as_float(x) -> tf.Tensor:
 
 
 class Linear(tf.Module):
-    """y = x W + b with an orthogonal initialization of W scaled by `gain`."""
+    """y = x W + b, W orthogonal scaled by `gain` and b zero at first (or `init` uniform)."""
 
-    def __init__(self, units: int, gain: float = 1.0, name: str | None = None):
+    def __init__(
+        self, units: int, gain: float = 1.0, name: str | None = None, init: str = "orthogonal"
+    ):
         super().__init__(name=name)
         self._units = units
         self._gain = gain
+        self._init = init
         self.w = None
         self.b = None
 
     @tf.Module.with_name_scope
     def __call__(self, x):
         if self.w is None:
-            init = tf.initializers.Orthogonal(gain=self._gain)
-            self.w = tf.Variable(init([x.shape[-1], self._units]), name="w")
-            self.b = tf.Variable(tf.zeros([self._units]), name="b")
+            fan_in = x.shape[-1]
+            w, b = initial([fan_in, self._units], fan_in, self._gain, self._init)
+            self.w = tf.Variable(w, name="w")
+            self.b = tf.Variable(b, name="b")
         return tf.matmul(x, self.w) + self.b
 
 
 class Conv2D(tf.Module):
-    """A square convolution with an orthogonal initialization: [N, H, W, C] -> [N, H', W', F].
+    """A square convolution, orthogonal (or `init` uniform): [N, H, W, C] -> [N, H', W', F].
 
     By default 3x3, stride 1, no padding ([N, H-2, W-2, F]), as the MinAtar ConvNet; the
     Atari torsos (`batchrl.networks.convnets`) set the kernel, stride and padding.
@@ -56,20 +84,22 @@ class Conv2D(tf.Module):
         kernel: int = 3,
         stride: int = 1,
         padding: str = "VALID",
+        init: str = "orthogonal",
     ):
         super().__init__(name=name)
         self._filters, self._kernel, self._stride, self._padding = filters, kernel, stride, padding
         self._gain = gain
+        self._init = init
         self.w = None
         self.b = None
 
     @tf.Module.with_name_scope
     def __call__(self, x):
         if self.w is None:
-            init = tf.initializers.Orthogonal(gain=self._gain)
             shape = [self._kernel, self._kernel, x.shape[-1], self._filters]
-            self.w = tf.Variable(init(shape), name="w")
-            self.b = tf.Variable(tf.zeros([self._filters]), name="b")
+            w, b = initial(shape, self._kernel * self._kernel * x.shape[-1], self._gain, self._init)
+            self.w = tf.Variable(w, name="w")
+            self.b = tf.Variable(b, name="b")
         return tf.nn.conv2d(x, self.w, strides=self._stride, padding=self._padding) + self.b
 
 
@@ -82,7 +112,9 @@ class MLP(tf.Module):
     module (the Atari ConvNets of `batchrl.networks.convnets`) may stand in for the
     convolutions. uint8 inputs (frames) are scaled to [0, 1] first (`as_float`). With
     `output` None there is no output layer: the result is the last hidden layer's
-    activations (the features a recurrent core reads).
+    activations (the features a recurrent core reads). Layers start orthogonal (gain
+    sqrt(2) for the convolutions and hidden layers, `output_gain` for the output), or
+    with `init` "uniform" as PyTorch's do (`initial`).
     """
 
     def __init__(
@@ -94,6 +126,7 @@ class MLP(tf.Module):
         name: str | None = None,
         conv_filters: Sequence[int] = (),
         torso: tf.Module | None = None,
+        init: str = "orthogonal",
     ):
         super().__init__(name=name)
         if torso is not None and conv_filters:
@@ -104,9 +137,12 @@ class MLP(tf.Module):
                 f"Unknown activation {activation!r}; valid choices are {sorted(ACTIVATIONS)}."
             )
         self._activation = ACTIVATIONS[activation]
-        self.conv = [Conv2D(filters, gain=np.sqrt(2)) for filters in conv_filters]
-        self.hidden = [Linear(units, gain=np.sqrt(2)) for units in hidden]
-        self.output = None if output is None else Linear(output, gain=output_gain)
+        if init not in INITS:
+            raise ValueError(f"Unknown init {init!r}; valid choices are {list(INITS)}.")
+        gain = np.sqrt(2)  # Of the hidden layers, when orthogonal.
+        self.conv = [Conv2D(filters, gain=gain, init=init) for filters in conv_filters]
+        self.hidden = [Linear(units, gain=gain, init=init) for units in hidden]
+        self.output = None if output is None else Linear(output, gain=output_gain, init=init)
 
     @tf.Module.with_name_scope
     def __call__(self, x):

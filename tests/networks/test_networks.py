@@ -62,3 +62,35 @@ def test_population_mlp_computes_what_the_mlps_it_flattens_compute():
     np.testing.assert_allclose(population.apply(params, observ), expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="is not one of"):
         PopulationMLP(4, [8], 3).flatten(mlps[0])
+
+
+def test_uniform_init_draws_weights_and_biases_as_pytorch_layers_do():
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both, fan_in a convolution's k * k * C."""
+    tf.keras.utils.set_random_seed(0)
+    network = MLP([64], 3, "relu", conv_filters=[16], init="uniform")
+    network(tf.zeros([1, 10, 10, 4]))
+    conv, dense, output = network.conv[0], network.hidden[0], network.output
+    for layer, fan_in in [(conv, 3 * 3 * 4), (dense, 8 * 8 * 16), (output, 64)]:
+        bound = 1.0 / np.sqrt(fan_in)
+        for values in (layer.w.numpy(), layer.b.numpy()):
+            assert np.abs(values).max() <= bound and np.abs(values).min() > 0
+            if values.size >= 16:
+                assert np.abs(values).max() > 0.8 * bound  # Spread over the interval...
+                assert abs(values.mean()) < 0.3 * bound  # ...around zero.
+    w = dense.w.numpy()  # [1024, 64]: the variance of U(-a, a) is a^2 / 3.
+    np.testing.assert_allclose(w.var(), 1.0 / (3 * 8 * 8 * 16), rtol=0.05)
+
+
+def test_orthogonal_init_is_the_default_with_zero_biases():
+    tf.keras.utils.set_random_seed(0)
+    network = MLP([32], 8, "relu", output_gain=0.5)
+    network(tf.zeros([1, 32]))
+    hidden, output = network.hidden[0], network.output
+    np.testing.assert_allclose(hidden.w.numpy().T @ hidden.w.numpy(), 2 * np.eye(32), atol=1e-5)
+    np.testing.assert_allclose(output.w.numpy().T @ output.w.numpy(), 0.25 * np.eye(8), atol=1e-5)
+    assert not hidden.b.numpy().any() and not output.b.numpy().any()
+
+
+def test_an_unknown_init_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError, match=r"'normal'.*\['orthogonal', 'uniform'\]"):
+        MLP([8], 2, init="normal")

@@ -8,6 +8,11 @@ import tensorflow as tf
 
 from batchrl.networks import MLP
 
+# How Q networks start: PyTorch's default layers, as Stable-Baselines3's, CleanRL's and the
+# MinAtar baselines' Q networks (`batchrl.networks.mlp.initial`). Started orthogonal, as
+# the actor-critics' are, Q diverged on CartPole where these stayed bounded (README.md).
+INIT = "uniform"
+
 
 class DuelingQNetwork(tf.Module):
     """Q values from a value stream and an advantage stream over a shared torso.
@@ -47,9 +52,11 @@ class DuelingQNetwork(tf.Module):
         """
         super().__init__(name=name)
         with self.name_scope:
-            self.torso = MLP((), None, activation, conv_filters=conv_filters, name="torso")
-            self.value = MLP(hidden, 1, activation, 1.0, "value")
-            self.advantage = MLP(hidden, num_actions, activation, 1.0, "advantage")
+            self.torso = MLP(
+                (), None, activation, conv_filters=conv_filters, name="torso", init=INIT
+            )
+            self.value = MLP(hidden, 1, activation, 1.0, "value", init=INIT)
+            self.advantage = MLP(hidden, num_actions, activation, 1.0, "advantage", init=INIT)
 
     def __call__(self, x) -> tf.Tensor:
         """Q values [N, A] of observations [N, ...]."""
@@ -73,7 +80,7 @@ def make_q_network(
     """A Q network [N, ...] -> [N, A]: a `DuelingQNetwork`, or an `MLP` of one stream."""
     if dueling:
         return DuelingQNetwork(hidden, num_actions, activation, conv_filters, name)
-    return MLP(hidden, num_actions, activation, 1.0, name, conv_filters=conv_filters)
+    return MLP(hidden, num_actions, activation, 1.0, name, conv_filters=conv_filters, init=INIT)
 
 
 def dueling(value: tf.Tensor, advantage: tf.Tensor) -> tf.Tensor:

@@ -88,3 +88,17 @@ def test_a_checkpoint_restores_both_streams(tmp_path):
     np.testing.assert_array_equal(restored(x), q)
     for a, b in zip(saved.variables, restored.variables):
         np.testing.assert_array_equal(a, b)
+
+
+def test_q_networks_start_as_pytorch_layers_do():
+    """Both kinds of Q network start from networks.INIT, uniform: biases are not zero and
+    each weight lies within 1/sqrt(fan_in)."""
+    assert networks.INIT == "uniform"
+    x = observations()
+    plain = make_q_network([16], 3, "relu", (), False, "q")
+    duel = make_q_network([16], 3, "relu", (), True, "q")
+    plain(x), duel(x)
+    layers = [plain.hidden[0], plain.output, duel.value.hidden[0], duel.advantage.output]
+    for layer, fan_in in zip(layers, [4, 16, 4, 16]):
+        assert np.abs(layer.b.numpy()).max() > 0
+        assert np.abs(layer.w.numpy()).max() <= 1 / np.sqrt(fan_in)
