@@ -372,7 +372,12 @@ def test_sigterm_on_an_apex_run_saves_and_leaves_no_process(tmp_path, monkeypatc
     own, actors, shards, environment workers) is gone soon after."""
     logdir = tmp_path / "run"
     extra = ["env.id=CartPole-v1", "env.num_envs=2", "dqn.learning_starts=64", "ray.num_actors=2"]
-    extra += ["apex.block_length=8", "apex.buffer_size=4096", "dqn.buffer_size=64"]
+    extra += [
+        "apex.block_length=8",
+        "apex.buffer_size=4096",
+        "dqn.buffer_size=64",
+        "dqn.batch_size=16",
+    ]
     code = TRAIN_IN_PROCESSES.format(logdir=str(logdir), extra=extra, preset="cartpole_apex_ray")
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     process = run_script(tmp_path, code)

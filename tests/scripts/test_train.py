@@ -174,15 +174,17 @@ TRAIN_IN_PROCESSES = """
 
 
 def wait_for_progress(process, count):
-    children = []
+    children, lines = [], []
     for line in process.stdout:
+        lines.append(line)
         if line.startswith("CHILDREN"):
             children = [int(pid) for pid in line.split()[1:]]
         if line.startswith("PROGRESS") and "step" in line:
             count -= 1
             if count <= 0:
                 return children
-    raise AssertionError("training ended before it made progress")
+    tail = "".join(lines[-20:])  # Its error, e.g. a config that does not load.
+    raise AssertionError(f"training ended before it made progress; its last lines:\n{tail}")
 
 
 @pytest.mark.parametrize(
