@@ -11,6 +11,12 @@ ACTIVATIONS = {"tanh": tf.tanh, "relu": tf.nn.relu, "elu": tf.nn.elu}
 INITS = ("orthogonal", "uniform")  # How a layer's weights and biases start (`initial`).
 
 
+def check_init(init: str) -> None:
+    """Raises ValueError, naming the valid choices, for an `init` not in `INITS`."""
+    if init not in INITS:
+        raise ValueError(f"Unknown init {init!r}; valid choices are {list(INITS)}.")
+
+
 def initial(shape: list[int], fan_in: int, gain: float, init: str) -> tuple[tf.Tensor, tf.Tensor]:
     """A layer's first weights [*shape] and biases [shape[-1]].
 
@@ -25,13 +31,12 @@ def initial(shape: list[int], fan_in: int, gain: float, init: str) -> tuple[tf.T
     `fan_in` is the inputs of one output unit: the input features of a dense layer,
     kernel * kernel * channels of a convolution.
     """
+    check_init(init)
     if init == "orthogonal":
         return tf.initializers.Orthogonal(gain=gain)(shape), tf.zeros(shape[-1:])
-    if init == "uniform":
-        bound = 1.0 / np.sqrt(fan_in)
-        weights = tf.random.uniform(shape, -bound, bound)
-        return weights, tf.random.uniform(shape[-1:], -bound, bound)
-    raise ValueError(f"Unknown init {init!r}; valid choices are {list(INITS)}.")
+    bound = 1.0 / np.sqrt(fan_in)
+    weights = tf.random.uniform(shape, -bound, bound)
+    return weights, tf.random.uniform(shape[-1:], -bound, bound)
 
 
 def as_float(x) -> tf.Tensor:
@@ -137,8 +142,7 @@ class MLP(tf.Module):
                 f"Unknown activation {activation!r}; valid choices are {sorted(ACTIVATIONS)}."
             )
         self._activation = ACTIVATIONS[activation]
-        if init not in INITS:
-            raise ValueError(f"Unknown init {init!r}; valid choices are {list(INITS)}.")
+        check_init(init)  # At construction: layers are built on the first call.
         gain = np.sqrt(2)  # Of the hidden layers, when orthogonal.
         self.conv = [Conv2D(filters, gain=gain, init=init) for filters in conv_filters]
         self.hidden = [Linear(units, gain=gain, init=init) for units in hidden]

@@ -338,7 +338,7 @@ def test_cartpole_dqn_tf_learns_cartpole_over_seeds(tmp_path):
     assert sum(r >= 400 for r in best) >= 4, best
 
 
-@pytest.mark.slow  # About 30 s: three seeds of 40,960 steps.
+@pytest.mark.slow  # 50 to 110 s: three seeds of 40,960 steps.
 def test_q_stays_below_its_bound_with_a_target_copied_every_63_updates():
     """Rewards of 1 discounted by 0.99 are worth at most 1 / (1 - 0.99) = 100. With
     PureJaxRL's CartPole schedule (one gradient step per batched step of 8 environments,
