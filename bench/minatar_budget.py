@@ -57,7 +57,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     overrides = [f"train.max_seconds={args.seconds}", "train.eval_every=1000000000"]
     argv = sys.argv[1:] if argv is None else argv
-    run = harness.Run("minatar", ["bench/minatar_budget.py", *argv])
+    record = harness.Run("minatar", ["bench/minatar_budget.py", *argv])
     result = {
         "seconds": args.seconds,
         "runs": {preset: [] for preset in args.presets},
@@ -72,7 +72,7 @@ def main(argv=None) -> None:
                 f"({run['train_seconds']:.0f} s in the loop)",
                 flush=True,
             )
-    print(f"\nMinAtar Breakout after {args.seconds} s (load {run.header['load_before']} -> "
+    print(f"\nMinAtar Breakout after {args.seconds} s (load {record.header['load_before']} -> "
           f"{harness.load()}):")  # fmt: skip
     for preset, runs in result["runs"].items():
         finals = [run["final"] for run in runs]
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
             f"finals {', '.join(f'{x:.2f}' for x in finals)}  "
             f"steps {', '.join(f'{x:,}' for x in steps)}"
         )
-    run.save(result, args.output)
+    record.save(result, args.output)
 
 
 if __name__ == "__main__":

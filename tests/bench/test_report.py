@@ -146,3 +146,30 @@ def test_rows_name_the_presets_they_train(monkeypatch):
     report.main(["--rows", "envs", "tests"])
     assert saved["envs"]["presets_used"] == []
     assert "presets_used" not in saved["tests"]
+
+
+def test_minatar_budget_saves_every_run_with_its_header(monkeypatch, tmp_path):
+    """The MinAtar row's script, its training runs faked: each preset and seed is run once
+    with the budget and its own overrides, and the results file holds them all with the
+    machine's header (the script once lost 45 minutes of runs to a name it reused)."""
+    load_report(monkeypatch)  # Puts bench/ on the path.
+    import minatar_budget
+
+    calls = []
+
+    def train_preset(name, seed, overrides):
+        calls.append((name, seed, overrides))
+        return {"final": float(seed), "steps": 1000 * (seed + 1), "train_seconds": 1.0}
+
+    monkeypatch.setattr(minatar_budget, "train_preset", train_preset)
+    path = tmp_path / "minatar.json"
+    arguments = ["--seconds", "7", "--seeds", "0", "1", "--presets", "a", "b:x=1,y=2"]
+    minatar_budget.main([*arguments, "--output", str(path)])
+    budget = ["train.max_seconds=7", "train.eval_every=1000000000"]
+    assert calls == [
+        ("a", 0, budget), ("b", 0, [*budget, "x=1", "y=2"]),
+        ("a", 1, budget), ("b", 1, [*budget, "x=1", "y=2"]),
+    ]  # fmt: skip
+    result = json.loads(path.read_text())
+    assert result["seconds"] == 7 and "machine" in result and "load_after" in result
+    assert [run["final"] for run in result["runs"]["b:x=1,y=2"]] == [0.0, 1.0]
