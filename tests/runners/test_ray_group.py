@@ -102,3 +102,64 @@ def test_a_group_seeds_restarts_counts_what_was_lost_and_leaves_no_actor(ray_clu
         pids = [pid for _, pid in results]
     assert group.handles == []
     assert not wait_gone(pids)
+
+
+def test_ape_x_starts_ray_with_cpus_for_its_replay_shards_too(monkeypatch):
+    """breakout_minatar_apex_ray reserves 4 x 0.5 CPUs for its actors and 2 x 0.5 for its
+    shards. A Ray started for it on 2 cores once had only the actors' 2: the shards were
+    never placed, their adds never finished, and the run collected for its whole budget
+    and learned nothing."""
+    import ray
+
+    import batchrl.runners.ray.trainer as trainer
+    from batchrl.runners.ray import actors
+
+    config = load_run_config("breakout_minatar_apex_ray")
+    assert RayApex.cpus_needed(config) == 3.0
+    samplers = load_run_config("cartpole_ppo_ray").ray  # Actors only.
+    assert RaySamplers.cpus_needed(load_run_config("cartpole_ppo_ray")) == (
+        samplers.num_actors * samplers.cpus_per_actor
+    )
+    asked = []
+
+    class Connected(Exception):
+        pass
+
+    def connect(cfg, cpus_needed):
+        asked.append(cpus_needed)
+        raise Connected
+
+    monkeypatch.setattr(trainer, "connect", connect)
+    algo_cls = algorithm_class(config)
+    with pytest.raises(Connected):
+        RayTrainer(config, algo_cls.__new__(algo_cls))
+    assert asked == [3.0]
+    started = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: started.append(kwargs["num_cpus"]))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert actors.connect(config.ray, 3.0) and started == [3]
+
+
+def test_a_group_that_cannot_be_placed_fails_naming_it_instead_of_waiting(ray_cluster, monkeypatch):
+    """Actors that reserve more CPUs than any node has are never built; the group says so
+    after `timeout` seconds rather than leaving their calls waiting forever."""
+    import ray
+
+    from batchrl.runners.ray import group
+
+    monkeypatch.setattr(group, "START_TIMEOUT", 0.0)  # Here `timeout` alone.
+
+    @ray.remote(max_restarts=0)
+    class Large:
+        def work(self):
+            return 1
+
+    match = (
+        r"Ray replay shards 0, 1 of 2 were not started within 2 s\. Each "
+        r"reserves 3 CPUs and the cluster has 4 in all"
+    )
+    with pytest.raises(TimeoutError, match=match):
+        ActorGroup(
+            Large, lambda index, seed: (), 2, cpus_per_actor=3, timeout=2, kind="replay shard"
+        )

@@ -75,6 +75,11 @@ class RayApex(RayRunner):
         return EnvSpaces(config.env, config.env.num_envs)
 
     @classmethod
+    def cpus_needed(cls, config) -> float:
+        """The actors' CPUs and the replay shards' (`apex.num_shards` x `apex.cpus_per_shard`)."""
+        return super().cpus_needed(config) + config.apex.num_shards * config.apex.cpus_per_shard
+
+    @classmethod
     def from_config(cls, config, algo, seed: int) -> RayApex:
         return cls(config, algo, config.ray.num_actors, **options_of(config, seed))
 

@@ -19,6 +19,9 @@ logger = logging.getLogger("batchrl.runners.ray")
 
 # Seconds one `ray.wait` blocks before the learner checks its deadline.
 WAIT_INTERVAL = 1.0
+# Seconds at least that a group's actors have to be built (a worker process starts and
+# imports TensorFlow), whatever shorter `timeout` its results have.
+START_TIMEOUT = 60.0
 # Seed steps: actor i of a group starts from seed + stride * i, plus this per restart.
 _RESTART_SEED = 100_000
 
@@ -86,6 +89,7 @@ class ActorGroup:
         self.handles: list = []
         try:
             self.handles = [self._start(index) for index in range(count)]
+            self._await_placed()
         except BaseException:
             self.close()
             raise
@@ -110,6 +114,40 @@ class ActorGroup:
         seed = self._seed + self._stride * index + _RESTART_SEED * self.restarts
         options = dict(num_cpus=self._cpus, scheduling_strategy="SPREAD")
         return self._actor_cls.options(**options).remote(*self._make_args(index, seed))
+
+    def _await_placed(self) -> None:
+        """Waits until every actor is built (placed on a node, its constructor run).
+
+        Raises:
+          TimeoutError: some were not built in `timeout` seconds (`START_TIMEOUT` at least);
+            names them, the CPUs each reserves and the cluster's. An actor Ray cannot
+            place waits forever otherwise, and its calls with it: Ape-X's adds to an
+            unplaced shard never finished, so a run collected for hours and learned
+            nothing.
+        """
+        handles = enumerate(self.handles)
+        pending = {handle.__ray_ready__.remote(): index for index, handle in handles}
+        seconds = max(self.timeout, START_TIMEOUT)
+        deadline = time.monotonic() + seconds
+        while pending:
+            left = deadline - time.monotonic()
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=max(left, 0))
+            for ref in ready:
+                index = pending.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError as error:  # Its constructor raised.
+                    self.replace(index, self.handles[index], error)
+                    pending[self.handles[index].__ray_ready__.remote()] = index
+            if pending and time.monotonic() >= deadline:
+                cpus = ray.cluster_resources().get("CPU", 0.0)
+                indices = ", ".join(map(str, sorted(pending.values())))
+                raise TimeoutError(
+                    f"Ray {self.kind}s {indices} of {len(self.handles)} were not started "
+                    f"within {seconds:.0f} s. Each reserves "
+                    f"{self._cpus:g} CPUs and the cluster has {cpus:g} in all: are they "
+                    "pending for want of CPUs?"
+                )
 
     def replace(self, index: int, handle, error: BaseException) -> bool:
         """Counts the work of a failed call lost, and replaces actor `index` if `handle`
@@ -248,6 +286,12 @@ class RayRunner:
     def make_batch_env(cls, config, seed: int):
         """What the algorithm is built with here (the actors step environments of their own)."""
         raise NotImplementedError
+
+    @classmethod
+    def cpus_needed(cls, config) -> float:
+        """The Ray CPUs this shape's actors reserve in all (a Ray started here has at least
+        as many): `ray.num_actors` x `ray.cpus_per_actor`."""
+        return config.ray.num_actors * config.ray.cpus_per_actor
 
     @classmethod
     def from_config(cls, config, algo, seed: int) -> RayRunner:

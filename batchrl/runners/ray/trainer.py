@@ -132,7 +132,7 @@ class RayTrainer(Trainer):
         del batch_env  # The actors build their own.
         cfg = config.ray
         self._runner = None
-        self._connected = connect(cfg, cfg.num_actors * cfg.cpus_per_actor)
+        self._connected = connect(cfg, self._shape(type(algo)).cpus_needed(config))
         try:
             self._runner = self._shape(type(algo)).from_config(config, algo, seed)
         except BaseException:
