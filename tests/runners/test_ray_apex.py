@@ -337,6 +337,25 @@ def test_a_shard_that_gives_no_batch_times_out_naming_it(ray_cluster):
         shards.close()
 
 
+def test_a_shard_that_never_stores_a_block_times_out_naming_it():
+    """A block sent to a shard that is alive but stuck (or never placed) waits forever while
+    the actors' blocks keep arriving: after `timeout` seconds the runner raises, naming the
+    shard. The bookkeeping alone, without Ray's actors."""
+    from batchrl.runners.ray.group import ActorGroup
+
+    runner = RayApex.__new__(RayApex)  # Its adds in flight and its shards' timeout only.
+    runner._shards = ActorGroup(object, lambda index, seed: (), 0, timeout=2, kind="replay shard")
+    now = time.monotonic()
+    runner._adding = {"a": (0, None, 128, now - 1.0), "b": (1, None, 128, now - 0.5)}
+    runner._check_adds()  # Within the timeout.
+    runner._adding["c"] = (1, None, 128, now - 3.0)
+    match = r"No result from Ray replay shard 1 for 2 s .* to store a block of transitions"
+    with pytest.raises(TimeoutError, match=match):
+        runner._check_adds()
+    runner._adding = {}
+    runner._check_adds()  # Nothing in flight.
+
+
 # About 3 minutes on two idle cores; 5 to 7 minutes a seed when busy, and 18.6 minutes in all
 # in the slow stage on an AMD EPYC of family 25 (2026-12-02): outside CI, for its time limit.
 @pytest.mark.long

@@ -115,7 +115,7 @@ class RayApex(RayRunner):
         priority = (alpha, self._dqn.priority_epsilon)
 
         self._collecting: dict = {}  # info ref -> (actor index, handle, block ref)
-        self._adding: dict = {}  # ref -> (shard index, handle, transitions)
+        self._adding: dict = {}  # ref -> (shard index, handle, transitions, time sent)
         self._sampling: dict = {}  # ref -> (shard index, handle)
         self._updating: dict = {}  # ref -> (shard index, handle)
         self._sizes = [0] * cfg.num_shards  # Each shard's size, as its last add said.
@@ -209,6 +209,7 @@ class RayApex(RayRunner):
                 index,
                 self._shards.handles[index],
                 len(priorities),
+                time.monotonic(),
             )
         if count:
             logger.info("Restored %d transitions into %d replay shards.", count, shards)
@@ -251,7 +252,7 @@ class RayApex(RayRunner):
         for ref in _ready(list(self._adding)):
             if ref not in self._adding:
                 continue
-            index, handle, count = self._adding.pop(ref)
+            index, handle, count, _ = self._adding.pop(ref)
             try:
                 self._sizes[index] = ray.get(ref)
             except ray.exceptions.RayError as error:
@@ -266,6 +267,17 @@ class RayApex(RayRunner):
                 ray.get(ref)
             except ray.exceptions.RayError as error:
                 self._shard_failed(index, handle, error)
+        self._check_adds()
+
+    def _check_adds(self) -> None:
+        """Raises TimeoutError naming the shard when a block sent to it has waited
+        `timeout` seconds to be stored: the actors' blocks keep arriving meanwhile, so no
+        other wait would notice a shard that is alive but stuck, or never placed."""
+        if not self._adding:
+            return
+        index, _, _, sent = min(self._adding.values(), key=lambda value: value[3])
+        if time.monotonic() - sent > self._shards.timeout:
+            raise self._shards.timeout_error("it to store a block of transitions", [index])
 
     def _awaited(self) -> list[int]:
         return [index for index, _, _ in self._collecting.values()]
@@ -290,7 +302,8 @@ class RayApex(RayRunner):
             shard = self._next_shard
             self._next_shard = (shard + 1) % len(self._sizes)
             target = self._shards.handles[shard]
-            self._adding[target.add.remote(block)] = (shard, target, info["transitions"])
+            sent = time.monotonic()
+            self._adding[target.add.remote(block)] = (shard, target, info["transitions"], sent)
 
     def _shard_failed(self, index: int, handle, error: BaseException, count: int = 0) -> None:
         """Replaces a dead shard with an empty one; its transitions are counted as lost."""

@@ -21,7 +21,7 @@ logger = logging.getLogger("batchrl.runners.ray")
 WAIT_INTERVAL = 1.0
 # Seconds at least that a group's actors have to be built (a worker process starts and
 # imports TensorFlow), whatever shorter `timeout` its results have.
-START_TIMEOUT = 60.0
+START_TIMEOUT = 120.0
 # Seed steps: actor i of a group starts from seed + stride * i, plus this per restart.
 _RESTART_SEED = 100_000
 
