@@ -116,9 +116,9 @@ def test_ape_x_starts_ray_with_cpus_for_its_replay_shards_too(monkeypatch):
 
     config = load_run_config("breakout_minatar_apex_ray")
     assert RayApex.cpus_needed(config) == 3.0
-    samplers = load_run_config("cartpole_ppo_ray").ray  # Actors only.
-    assert RaySamplers.cpus_needed(load_run_config("cartpole_ppo_ray")) == (
-        samplers.num_actors * samplers.cpus_per_actor
+    samplers = load_run_config("cartpole_ppo_ray")  # Actors only.
+    assert (
+        RaySamplers.cpus_needed(samplers) == samplers.ray.num_actors * samplers.ray.cpus_per_actor
     )
     asked = []
 

@@ -132,9 +132,10 @@ class RayTrainer(Trainer):
         del batch_env  # The actors build their own.
         cfg = config.ray
         self._runner = None
-        self._connected = connect(cfg, self._shape(type(algo)).cpus_needed(config))
+        shape = self._shape(type(algo))
+        self._connected = connect(cfg, shape.cpus_needed(config))
         try:
-            self._runner = self._shape(type(algo)).from_config(config, algo, seed)
+            self._runner = shape.from_config(config, algo, seed)
         except BaseException:
             self.close()
             raise
