@@ -125,29 +125,8 @@ class ActorGroup:
             unplaced shard never finished, so a run collected for hours and learned
             nothing.
         """
-        handles = enumerate(self.handles)
-        pending = {handle.__ray_ready__.remote(): index for index, handle in handles}
         seconds = max(self.timeout, START_TIMEOUT)
-        deadline = time.monotonic() + seconds
-        while pending:
-            left = deadline - time.monotonic()
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=max(left, 0))
-            for ref in ready:
-                index = pending.pop(ref)
-                try:
-                    ray.get(ref)
-                except ray.exceptions.RayError as error:  # Its constructor raised.
-                    self.replace(index, self.handles[index], error)
-                    pending[self.handles[index].__ray_ready__.remote()] = index
-            if pending and time.monotonic() >= deadline:
-                cpus = ray.cluster_resources().get("CPU", 0.0)
-                indices = ", ".join(map(str, sorted(pending.values())))
-                raise TimeoutError(
-                    f"Ray {self.kind}s {indices} of {len(self.handles)} were not started "
-                    f"within {seconds:.0f} s. Each reserves "
-                    f"{self._cpus:g} CPUs and the cluster has {cpus:g} in all: are they "
-                    "pending for want of CPUs?"
-                )
+        self.gather(lambda index, handle: handle.__ray_ready__.remote(), "their start", seconds)
 
     def replace(self, index: int, handle, error: BaseException) -> bool:
         """Counts the work of a failed call lost, and replaces actor `index` if `handle`
@@ -177,42 +156,49 @@ class ActorGroup:
         self._replaced.add(index)
         return True
 
-    def wait(self, refs: list, what: str, deadline: float, actors=()) -> list:
+    def wait(self, refs: list, what: str, deadline: float, actors=(), seconds=None) -> list:
         """The refs of `refs` that are ready, waiting until at least one is.
 
         Raises:
-          TimeoutError: none was ready by `deadline`; names `what` is awaited, and from
-            which of the `actors` (indices), if given.
+          TimeoutError: none was ready by `deadline`; as `timeout_error`.
         """
         while True:
             ready, _ = ray.wait(refs, num_returns=1, timeout=WAIT_INTERVAL)
             if ready:
                 return ready
             if time.monotonic() > deadline:
-                raise self.timeout_error(what, actors)
+                raise self.timeout_error(what, actors, seconds)
 
-    def timeout_error(self, what: str, actors=()) -> TimeoutError:
-        """The error for no result in `timeout` seconds, naming the `actors` (indices)."""
+    def timeout_error(self, what: str, actors=(), seconds=None) -> TimeoutError:
+        """The error for no result in `seconds` (`timeout` by default) while waiting for
+        `what`: names the `actors` (indices), the CPUs each reserves and the cluster's."""
         source = f"Ray {self.kind}s"
         if actors:
             indices = sorted(set(actors))
             noun = self.kind if len(indices) == 1 else f"{self.kind}s"
             source = f"Ray {noun} {', '.join(map(str, indices))}"
+        seconds = self.timeout if seconds is None else seconds
+        limit = "ray.timeout" if seconds == self.timeout else "the time to start"
+        cluster = ""
+        if ray.is_initialized():  # An error about a wait must not fail for want of Ray.
+            cluster = f" and the cluster has {ray.cluster_resources().get('CPU', 0.0):g} in all"
         return TimeoutError(
-            f"No result from {source} for {self.timeout:.0f} s (ray.timeout) while "
-            f"waiting for {what}; restarts so far: {self.restarts}. Are the actors "
-            "pending for want of CPUs (ray.cpus_per_actor), or a node lost?"
+            f"No result from {source} for {seconds:.0f} s ({limit}) while waiting for "
+            f"{what}; restarts so far: {self.restarts}. Each reserves {self._cpus:g} CPUs"
+            f"{cluster}: are they pending for want of CPUs, or a node lost?"
         )
 
-    def gather(self, call: Callable[[int, object], object], what: str) -> list:
+    def gather(self, call: Callable[[int, object], object], what: str, seconds=None) -> list:
         """`ray.get(call(index, handle))` for every actor, in index order.
 
         An actor whose call fails is replaced (`replace`) and the replacement called again.
 
         Raises:
           RuntimeError: as `replace`.
-          TimeoutError: some actor gave no result for `timeout` seconds; names it.
+          TimeoutError: some actor gave no result within `seconds` (`timeout` by default);
+            names it.
         """
+        seconds = self.timeout if seconds is None else seconds
         calls = {}  # ObjectRef -> (actor index, handle)
 
         def send(index: int) -> None:
@@ -222,10 +208,10 @@ class ActorGroup:
         for index in range(len(self.handles)):
             send(index)
         results = {}
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + seconds
         while calls:
             awaited = [index for index, _ in calls.values()]
-            for ref in self.wait(list(calls), what, deadline, awaited):
+            for ref in self.wait(list(calls), what, deadline, awaited, seconds):
                 index, handle = calls.pop(ref)
                 try:
                     results[index] = ray.get(ref)
